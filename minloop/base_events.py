@@ -1,0 +1,174 @@
+"""Loop: minloop's event loop, the compiled LoopCore plus asyncio's surface.
+
+Everything on the hot path lives in loop.pyx.  What is here is rare work
+(executors, exception reporting, async generator bookkeeping, name
+resolution): where asyncio's BaseEventLoop implements such a method only in
+terms of the loop's public and documented-private attributes, Loop uses
+asyncio's own function, so its behaviour and messages follow the running
+Python version exactly.
+"""
+
+import asyncio
+import socket
+import warnings
+import weakref
+
+from asyncio import base_events as _aio_base
+from asyncio import coroutines as _aio_coroutines
+
+from .loop import LoopCore
+from .unix_events import SignalHandlingMixin
+
+_BaseEventLoop = _aio_base.BaseEventLoop
+
+# The networking surface, built in later issues.  Each raises
+# NotImplementedError naming what is missing, never a bare one.
+_NOT_BUILT = {
+    'networking (issue 3)': (
+        'create_connection', 'create_server', 'create_unix_connection',
+        'create_unix_server', 'create_datagram_endpoint',
+        'connect_accepted_socket', 'sock_recv', 'sock_recv_into',
+        'sock_recvfrom', 'sock_recvfrom_into', 'sock_sendall', 'sock_sendto',
+        'sock_connect', 'sock_accept',
+    ),
+    'TLS, sendfile, pipes and subprocesses (issue 4)': (
+        'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
+        'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
+    ),
+}
+
+
+def _not_built(name, feature):
+    async def method(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'minloop: loop.{name}() is not implemented yet ({feature}); '
+            f'use asyncio\'s default loop for it meanwhile')
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f'Not implemented yet in minloop: {feature}.'
+    return method
+
+
+def _is_numeric_host(host):
+    """True for an IP literal that getaddrinfo resolves without a lookup."""
+    if host is None:
+        return True
+    if isinstance(host, bytes):
+        try:
+            host = host.decode('idna')
+        except UnicodeError:
+            return False
+    if not isinstance(host, str):
+        return False
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def _is_numeric_port(port):
+    if port is None or isinstance(port, int):
+        return True
+    if isinstance(port, (str, bytes)):
+        return port.isdigit()
+    return False
+
+
+class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
+    """A drop-in replacement for asyncio's event loop."""
+
+    def __init__(self):
+        self._task_factory = None
+        self._exception_handler = None
+        self._default_executor = None
+        self._executor_shutdown_called = False
+        self._asyncgens = weakref.WeakSet()
+        self._asyncgens_shutdown_called = False
+        self._coroutine_origin_tracking_enabled = False
+        self._coroutine_origin_tracking_saved_depth = None
+        self._current_handle = None
+        self._init_signals()
+        self.set_debug(_aio_coroutines._is_debug_mode())
+
+    def __repr__(self):
+        return (f'<{type(self).__name__} running={self.is_running()} '
+                f'closed={self.is_closed()} debug={self.get_debug()}>')
+
+    def __del__(self, _warn=warnings.warn):
+        if not self.is_closed():
+            _warn(f"unclosed event loop {self!r}", ResourceWarning, source=self)
+            if not self.is_running():
+                self.close()
+
+    def close(self):
+        """Close the loop: drop pending callbacks, release every fd it opened.
+
+        The loop must not be running.  Idempotent and irreversible.
+        """
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self.is_closed():
+            return
+        self._close_signals()
+        if self._debug:
+            _aio_base.logger.debug("Close %r", self)
+        self._close_core()
+        self._executor_shutdown_called = True
+        executor = self._default_executor
+        if executor is not None:
+            self._default_executor = None
+            executor.shutdown(wait=False)
+
+    # Running to completion, async generators, executors and exception
+    # reporting: asyncio's own code over our attributes.
+    run_until_complete = _BaseEventLoop.run_until_complete
+    _set_coroutine_origin_tracking = _BaseEventLoop._set_coroutine_origin_tracking
+    _asyncgen_firstiter_hook = _BaseEventLoop._asyncgen_firstiter_hook
+    _asyncgen_finalizer_hook = _BaseEventLoop._asyncgen_finalizer_hook
+    shutdown_asyncgens = _BaseEventLoop.shutdown_asyncgens
+    run_in_executor = _BaseEventLoop.run_in_executor
+    set_default_executor = _BaseEventLoop.set_default_executor
+    shutdown_default_executor = _BaseEventLoop.shutdown_default_executor
+    _do_shutdown = _BaseEventLoop._do_shutdown
+    _check_default_executor = _BaseEventLoop._check_default_executor
+    get_exception_handler = _BaseEventLoop.get_exception_handler
+    set_exception_handler = _BaseEventLoop.set_exception_handler
+    default_exception_handler = _BaseEventLoop.default_exception_handler
+    call_exception_handler = _BaseEventLoop.call_exception_handler
+    _getaddrinfo_debug = _BaseEventLoop._getaddrinfo_debug
+
+    async def getaddrinfo(self, host, port, *,
+                          family=0, type=0, proto=0, flags=0):
+        """Resolve host and port, as socket.getaddrinfo in an executor.
+
+        IP literals with a numeric port are resolved inline: the C library
+        answers them without any lookup, so the executor round trip would
+        only add latency.
+        """
+        if _is_numeric_host(host) and _is_numeric_port(port):
+            return socket.getaddrinfo(
+                host, port, family, type, proto,
+                flags | socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
+        if self._debug:
+            getaddr_func = self._getaddrinfo_debug
+        else:
+            getaddr_func = socket.getaddrinfo
+        return await self.run_in_executor(
+            None, getaddr_func, host, port, family, type, proto, flags)
+
+    async def getnameinfo(self, sockaddr, flags=0):
+        return await self.run_in_executor(
+            None, socket.getnameinfo, sockaddr, flags)
+
+
+for _feature, _names in _NOT_BUILT.items():
+    for _name in _names:
+        setattr(Loop, _name, _not_built(_name, _feature))
+del _feature, _names, _name
+
+
+def new_event_loop():
+    """Return a new minloop event loop."""
+    return Loop()

@@ -1,0 +1,59 @@
+# C declarations of src/: one place, so .pyx files cimport names, not headers.
+
+from libc.stdint cimport int64_t, uint64_t
+
+
+cdef extern from "timer_heap.h" nogil:
+    ctypedef struct timer_heap:
+        pass
+    void heap_init(timer_heap *h)
+    void heap_free(timer_heap *h)
+    int heap_push(timer_heap *h, double when, void *item, Py_ssize_t *pos)
+    void *heap_peek(const timer_heap *h, double *when)
+    void *heap_pop(timer_heap *h)
+    void *heap_remove(timer_heap *h, size_t i)
+    size_t heap_len(const timer_heap *h)
+    size_t heap_capacity(const timer_heap *h)
+    void *heap_item_at(const timer_heap *h, size_t i)
+
+
+cdef extern from "ready_ring.h" nogil:
+    ctypedef struct ready_ring:
+        pass
+    void ring_init(ready_ring *r)
+    void ring_free(ready_ring *r)
+    int ring_push(ready_ring *r, void *item)
+    void *ring_pop(ready_ring *r)
+    size_t ring_len(const ready_ring *r)
+    void *ring_at(const ready_ring *r, size_t i)
+
+
+cdef extern from "poller.h" nogil:
+    enum:
+        POLLER_READ
+        POLLER_WRITE
+    ctypedef struct poller_event:
+        int fd
+        int events
+    ctypedef struct poller:
+        int fd
+        int bufsize
+    const char *poller_backend()
+    int poller_open(poller *p, int max_events)
+    void poller_close(poller *p)
+    int poller_modify(poller *p, int fd, int old_mask, int new_mask)
+    int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
+
+
+cdef extern from "wakeup.h" nogil:
+    ctypedef struct wakeup_fds:
+        int read_fd
+        int write_fd
+    int wakeup_open(wakeup_fds *w)
+    void wakeup_close(wakeup_fds *w)
+    void wakeup_signal(const wakeup_fds *w)
+    void wakeup_drain(const wakeup_fds *w)
+
+
+cdef extern from "monotonic.h" nogil:
+    double monotonic_now()

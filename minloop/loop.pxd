@@ -1,0 +1,61 @@
+from libc.stdint cimport int64_t
+
+from .includes cimport timer_heap, ready_ring, poller, poller_event, wakeup_fds
+from .handles cimport Handle, TimerHandle
+
+
+# One slot of the fd table, indexed by fd.  The table owns a reference to
+# each non-NULL handle.
+ctypedef struct fd_slot:
+    void *reader     # Handle or NULL
+    void *writer     # Handle or NULL
+    int mask         # interest registered with the poller
+
+
+cdef class LoopCore:
+    cdef:
+        ready_ring _ready
+        timer_heap _timers
+        poller _poller
+        poller_event *_events
+        wakeup_fds _wakeup
+        fd_slot *_fds
+        int _fds_size
+        # fds with interest other than the loop's own wake-up fd: while it
+        # is 0 and callbacks are ready, a poll could observe nothing.
+        int _user_fds
+        # Non-int objects passed to add_reader/add_writer, by fd, so that
+        # remove_reader(sock) still finds a socket closed in the meantime.
+        dict _fd_objects
+
+        readonly bint _closed
+        public bint _stopping
+        bint _running
+        public bint _debug
+        public object _task_factory
+        # True while the loop thread is (about to be) blocked in the poller;
+        # only then does call_soon_threadsafe() write to the wake-up fd.
+        bint _polling
+        unsigned long _thread_ident
+        double _clock_resolution
+        public double slow_callback_duration
+        public object _current_handle
+
+    cdef int _check_closed_fast(self) except -1
+    cdef int _check_thread_fast(self) except -1
+    cdef int _check_callback_fast(self, object callback, str method) except -1
+    cdef int _push_ready(self, Handle handle) except -1
+    cdef int _run_once(self) except -1
+    cdef int _poll(self, int64_t timeout_ns) except -1
+    cdef int _run_ready(self, Handle handle) except -1
+    cdef _call_at(self, double when, object callback, tuple args,
+                  object context, str method)
+    cdef int _fileobj_to_fd(self, object fileobj) except -1
+    cdef int _lookup_fd(self, object fileobj) except -2
+    cdef bint _remove_fd_handle(self, object fd, int which) except -1
+    cdef int _ensure_fd_slot(self, int fd) except -1
+    cdef int _set_interest(self, int fd, int mask) except -1
+    cdef object _set_fd_handle(self, int fd, int which, Handle handle)
+    cdef void _clear_timers(self)
+    cdef void _clear_ready(self)
+    cdef void _clear_fd_table(self)

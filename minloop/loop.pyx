@@ -1,0 +1,745 @@
+# cython: language_level=3
+"""LoopCore: the compiled heart of minloop's event loop.
+
+It owns the ready queue (a C ring of Handle pointers), the timer heap, the
+poller and the fd table, and implements the hot methods (call_soon, call_at,
+the fd callbacks, _run_once, run_forever).  minloop.base_events.Loop adds the
+rest of asyncio's AbstractEventLoop surface in Python on top of it.
+
+_run_once follows asyncio's BaseEventLoop._run_once step for step; see the
+comments there.  Reference ownership: the ring, the heap and the fd table each
+own one reference to every handle they point to.
+"""
+
+import logging
+import os
+import sys
+import time
+
+from asyncio import base_events as _aio_base_events
+from asyncio import coroutines as _aio_coroutines
+from asyncio import events as _aio_events
+from asyncio import futures as _aio_futures
+from asyncio import tasks as _aio_tasks
+
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.object cimport PyObject, PyCallable_Check
+from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
+from libc.errno cimport EINTR
+from libc.math cimport ceil, isnan
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc, realloc, free
+from libc.string cimport memset
+
+from .includes cimport *
+from .handles cimport Handle, TimerHandle, new_handle, new_timer
+
+
+# Our own view of the two type slots we extend (see _install_gc_hooks):
+# Cython's stock declarations carry exception semantics we do not want.
+ctypedef int (*gc_visitproc)(PyObject *, void *) noexcept
+ctypedef int (*gc_traverseproc)(PyObject *, gc_visitproc, void *) noexcept
+ctypedef int (*gc_inquiry)(PyObject *) noexcept
+
+
+cdef extern from "Python.h":
+    unsigned long PyThread_get_thread_ident()
+    ctypedef struct gc_type "PyTypeObject":
+        gc_traverseproc tp_traverse
+        gc_inquiry tp_clear
+
+
+cdef enum:
+    MAX_EVENTS = 1024
+
+# asyncio's cap on one wait: a timer a year away still wakes us daily, so
+# a changed wall clock or a suspended machine cannot stall the loop forever.
+cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
+
+cdef object _Task = _aio_tasks.Task
+cdef object _Future = _aio_futures.Future
+cdef object _set_running_loop = _aio_events._set_running_loop
+cdef object _get_running_loop = _aio_events._get_running_loop
+cdef object _iscoroutine = _aio_coroutines.iscoroutine
+cdef object _iscoroutinefunction = _aio_coroutines.iscoroutinefunction
+cdef object _format_handle = _aio_base_events._format_handle
+cdef object _logger = logging.getLogger('asyncio')
+cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks
+cdef object _set_asyncgen_hooks = sys.set_asyncgen_hooks
+cdef object _strerror = os.strerror
+cdef bint _TASK_TAKES_CONTEXT = sys.version_info >= (3, 11)
+
+
+def poller_backend_name():
+    """The poller this build uses: 'epoll' or 'kqueue'."""
+    return poller_backend().decode()
+
+
+cdef inline _raise_errno(int neg_errno):
+    raise OSError(-neg_errno, _strerror(-neg_errno))
+
+
+cdef class LoopCore:
+
+    def __cinit__(self):
+        cdef int rc
+        ring_init(&self._ready)
+        heap_init(&self._timers)
+        self._poller.fd = -1
+        self._wakeup.read_fd = -1
+        self._wakeup.write_fd = -1
+        self._fds = NULL
+        self._fds_size = 0
+        self._fd_objects = {}
+        self._clock_resolution = time.get_clock_info('monotonic').resolution
+        self.slow_callback_duration = 0.1
+
+        self._events = <poller_event *>calloc(MAX_EVENTS, sizeof(poller_event))
+        if self._events == NULL:
+            raise MemoryError()
+        rc = poller_open(&self._poller, MAX_EVENTS)
+        if rc < 0:
+            _raise_errno(rc)
+        rc = wakeup_open(&self._wakeup)
+        if rc < 0:
+            _raise_errno(rc)
+        rc = poller_modify(&self._poller, self._wakeup.read_fd, 0, POLLER_READ)
+        if rc < 0:
+            _raise_errno(rc)
+
+    def __dealloc__(self):
+        self._clear_ready()
+        self._clear_timers()
+        self._clear_fd_table()
+        ring_free(&self._ready)
+        heap_free(&self._timers)
+        free(self._fds)
+        self._fds = NULL
+        poller_close(&self._poller)
+        wakeup_close(&self._wakeup)
+        free(self._events)
+        self._events = NULL
+
+    # ------------------------------------------------------------------
+    # Checks, with asyncio's messages
+
+    cdef int _check_closed_fast(self) except -1:
+        if self._closed:
+            raise RuntimeError('Event loop is closed')
+        return 0
+
+    def _check_closed(self):
+        self._check_closed_fast()
+
+    cdef int _check_thread_fast(self) except -1:
+        if self._running and PyThread_get_thread_ident() != self._thread_ident:
+            raise RuntimeError(
+                "Non-thread-safe operation invoked on an event loop other "
+                "than the current one")
+        return 0
+
+    def _check_thread(self):
+        self._check_thread_fast()
+
+    cdef int _check_callback_fast(self, object callback, str method) except -1:
+        if _iscoroutine(callback) or _iscoroutinefunction(callback):
+            raise TypeError(f"coroutines cannot be used with {method}()")
+        if not PyCallable_Check(callback):
+            raise TypeError(
+                f'a callable object was expected by {method}(), '
+                f'got {callback!r}')
+        return 0
+
+    def _check_callback(self, callback, method):
+        self._check_callback_fast(callback, method)
+
+    def _check_running(self):
+        if self._running:
+            raise RuntimeError('This event loop is already running')
+        if _get_running_loop() is not None:
+            raise RuntimeError(
+                'Cannot run the event loop while another loop is running')
+
+    # ------------------------------------------------------------------
+    # State
+
+    def time(self):
+        """Return the loop's clock: time.monotonic(), same origin."""
+        return monotonic_now()
+
+    def is_running(self):
+        return self._running
+
+    def is_closed(self):
+        return self._closed
+
+    def get_debug(self):
+        return self._debug
+
+    def set_debug(self, enabled):
+        self._debug = bool(enabled)
+        if self._running:
+            self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
+                                      self._debug)
+
+    @property
+    def _thread_id(self):
+        """asyncio's attribute: the running thread's ident, or None."""
+        return self._thread_ident if self._running else None
+
+    def stop(self):
+        """Stop running the event loop.
+
+        Every callback already scheduled will still run.  This simply informs
+        run_forever to stop looping after a complete iteration.
+        """
+        self._stopping = True
+
+    # ------------------------------------------------------------------
+    # Scheduling
+
+    cdef int _push_ready(self, Handle handle) except -1:
+        if ring_push(&self._ready, <void *>handle) < 0:
+            raise MemoryError()
+        Py_INCREF(handle)
+        return 0
+
+    def _add_callback(self, Handle handle):
+        """Queue an existing handle (signal handlers are re-queued so)."""
+        if not handle._cancelled:
+            self._push_ready(handle)
+
+    def _new_handle(self, callback, tuple args):
+        """A handle that is not scheduled (a signal handler's)."""
+        return new_handle(callback, args, self, None, self._debug)
+
+    def call_soon(self, callback, *args, context=None):
+        """Arrange for a callback to be called as soon as possible.
+
+        Callbacks run in the order in which they are registered, each
+        exactly once.
+        """
+        self._check_closed_fast()
+        if self._debug:
+            self._check_thread_fast()
+            self._check_callback_fast(callback, 'call_soon')
+        elif not PyCallable_Check(callback):
+            # asyncio only checks in debug mode and then fails later inside
+            # the loop; failing here, at the caller, is cheap and clearer.
+            self._check_callback_fast(callback, 'call_soon')
+        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        self._push_ready(handle)
+        return handle
+
+    def call_soon_threadsafe(self, callback, *args, context=None):
+        """Like call_soon(), but thread-safe."""
+        self._check_closed_fast()
+        if self._debug or not PyCallable_Check(callback):
+            self._check_callback_fast(callback, 'call_soon_threadsafe')
+        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        # The GIL serialises this push with the loop thread.  Waking the
+        # loop costs a syscall, so it is done only when the loop is (about
+        # to be) blocked in the poller, and only once per sleep.
+        self._push_ready(handle)
+        if self._polling:
+            self._polling = False
+            wakeup_signal(&self._wakeup)
+        return handle
+
+    def _write_to_self(self):
+        """Wake the loop up (asyncio's private name, used by some libraries)."""
+        wakeup_signal(&self._wakeup)
+
+    def call_later(self, delay, callback, *args, context=None):
+        """Arrange for a callback to be called after `delay` seconds."""
+        if delay is None:
+            raise TypeError('delay must not be None')
+        cdef double d = delay
+        if isnan(d):
+            raise ValueError('delay must not be NaN')
+        return self._call_at(monotonic_now() + d, callback, args, context,
+                             'call_later')
+
+    def call_at(self, when, callback, *args, context=None):
+        """Like call_later(), but uses an absolute time (loop.time())."""
+        if when is None:
+            raise TypeError("when cannot be None")
+        cdef double w = when
+        if isnan(w):
+            raise ValueError('when must not be NaN')
+        return self._call_at(w, callback, args, context, 'call_at')
+
+    cdef _call_at(self, double when, object callback, tuple args,
+                  object context, str method):
+        self._check_closed_fast()
+        if self._debug:
+            self._check_thread_fast()
+            self._check_callback_fast(callback, method)
+        elif not PyCallable_Check(callback):
+            self._check_callback_fast(callback, method)
+        cdef TimerHandle timer = new_timer(when, callback, args, self, context,
+                                           self._debug, &self._timers)
+        if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
+            raise MemoryError()
+        Py_INCREF(timer)
+        return timer
+
+    def _timer_handle_cancelled(self, handle):
+        """asyncio's hook; our TimerHandle leaves the heap on cancel()."""
+
+    def _timer_count(self):
+        """Timers in the heap (cancelled ones leave it at once)."""
+        return heap_len(&self._timers)
+
+    def _timer_heap_capacity(self):
+        """Allocated heap slots, to check that memory is given back."""
+        return heap_capacity(&self._timers)
+
+    def _ready_count(self):
+        return ring_len(&self._ready)
+
+    # ------------------------------------------------------------------
+    # Futures and tasks
+
+    def create_future(self):
+        """Create a Future object attached to the loop."""
+        return _Future(loop=self)
+
+    def create_task(self, coro, *, name=None, context=None, **kwargs):
+        """Schedule a coroutine object.  Return a task object.
+
+        Extra keyword arguments (eager_start, ...) go to the Task or the task
+        factory, as in the newest asyncio.
+        """
+        self._check_closed_fast()
+        factory = self._task_factory
+        if factory is None:
+            if context is not None or kwargs:
+                if context is not None:
+                    kwargs['context'] = context
+                return _Task(coro, loop=self, name=name, **kwargs)
+            return _Task(coro, loop=self, name=name)
+        if context is not None:
+            task = factory(self, coro, context=context, **kwargs)
+        else:
+            task = factory(self, coro, **kwargs)
+        if name is not None:
+            task.set_name(name)
+        return task
+
+    def set_task_factory(self, factory):
+        """Set the factory loop.create_task() uses; None for the default.
+
+        It is called as factory(loop, coro) or, with a context,
+        factory(loop, coro, context=context), and must return a Future.
+        """
+        if factory is not None and not callable(factory):
+            raise TypeError('task factory must be a callable or None')
+        self._task_factory = factory
+
+    def get_task_factory(self):
+        """Return the task factory, or None if the default one is in use."""
+        return self._task_factory
+
+    # ------------------------------------------------------------------
+    # Running
+
+    def run_forever(self):
+        """Run until stop() is called."""
+        self._check_closed_fast()
+        self._check_running()
+        self._set_coroutine_origin_tracking(self._debug)
+        old_agen_hooks = _get_asyncgen_hooks()
+        try:
+            self._thread_ident = PyThread_get_thread_ident()
+            self._running = True
+            _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
+                                finalizer=self._asyncgen_finalizer_hook)
+            _set_running_loop(self)
+            while True:
+                self._run_once()
+                if self._stopping:
+                    break
+        finally:
+            self._stopping = False
+            self._running = False
+            _set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)
+            _set_asyncgen_hooks(*old_agen_hooks)
+
+    def _run_once_py(self):
+        """One iteration, for tests that step the loop by hand."""
+        self._run_once()
+
+    cdef int _run_once(self) except -1:
+        cdef int64_t timeout_ns
+        cdef double when, end_time
+        cdef size_t ntodo, i
+        cdef void *item
+        cdef Handle handle
+
+        if ring_len(&self._ready) or self._stopping:
+            timeout_ns = 0
+        elif heap_peek(&self._timers, &when) != NULL:
+            when = when - monotonic_now()
+            if when <= 0:
+                timeout_ns = 0
+            elif when >= MAXIMUM_SELECT_TIMEOUT:
+                timeout_ns = <int64_t>(MAXIMUM_SELECT_TIMEOUT * 1e9)
+            else:
+                # Round up: waking before the deadline would only spin.
+                timeout_ns = <int64_t>ceil(when * 1e9)
+        else:
+            timeout_ns = -1
+
+        if timeout_ns != 0 or self._user_fds > 0:
+            self._poll(timeout_ns)
+        else:
+            # Nothing but our own wake-up fd is registered and we would not
+            # block: a poll could observe nothing, so skip the syscall.  A
+            # poll would also have run pending signal handlers (EINTR).
+            PyErr_CheckSignals()
+
+        # Handle 'later' callbacks that are ready.  The heap's reference to
+        # each due timer moves to the ready queue.
+        if heap_len(&self._timers):
+            end_time = monotonic_now() + self._clock_resolution
+            while True:
+                item = heap_peek(&self._timers, &when)
+                if item == NULL or when >= end_time:
+                    break
+                heap_pop(&self._timers)
+                if ring_push(&self._ready, item) < 0:
+                    Py_DECREF(<object>item)
+                    raise MemoryError()
+
+        # This is the only place where callbacks are actually *called*.
+        # All other places just add them to ready.  We run all currently
+        # scheduled callbacks, but not any callbacks scheduled by callbacks
+        # run this time around -- they will be run the next time.
+        ntodo = ring_len(&self._ready)
+        for i in range(ntodo):
+            item = ring_pop(&self._ready)
+            handle = <Handle>item
+            Py_DECREF(handle)   # the ring's reference; `handle` holds its own
+            if handle._cancelled:
+                continue
+            if self._debug:
+                self._run_ready(handle)
+            else:
+                handle._run_callback()
+        return 0
+
+    cdef int _run_ready(self, Handle handle) except -1:
+        """Run one handle in debug mode: track it and time it."""
+        cdef double t0, dt
+        try:
+            self._current_handle = handle
+            t0 = monotonic_now()
+            handle._run_callback()
+            dt = monotonic_now() - t0
+            if dt >= self.slow_callback_duration:
+                _logger.warning('Executing %s took %.3f seconds',
+                                _format_handle(handle), dt)
+        finally:
+            self._current_handle = None
+        return 0
+
+    cdef int _poll(self, int64_t timeout_ns) except -1:
+        cdef int n, i, fd, events
+        cdef Handle handle
+        if timeout_ns != 0:
+            self._polling = True
+        with nogil:
+            n = poller_wait(&self._poller, self._events, timeout_ns)
+        self._polling = False
+        if n < 0:
+            if n == -EINTR:
+                # Run Python-level signal handlers now (KeyboardInterrupt
+                # propagates from here), as PEP 475 retries do.
+                PyErr_CheckSignals()
+                return 0
+            _raise_errno(n)
+        for i in range(n):
+            fd = self._events[i].fd
+            events = self._events[i].events
+            if fd == self._wakeup.read_fd:
+                wakeup_drain(&self._wakeup)
+                continue
+            if fd >= self._fds_size:
+                continue
+            # Re-read the slot each time: releasing a cancelled handle can
+            # run arbitrary code that reallocates the table.
+            if events & POLLER_READ and self._fds[fd].reader != NULL:
+                handle = <Handle>self._fds[fd].reader
+                if handle._cancelled:
+                    self._set_fd_handle(fd, POLLER_READ, None)
+                else:
+                    self._push_ready(handle)
+            if events & POLLER_WRITE and self._fds[fd].writer != NULL:
+                handle = <Handle>self._fds[fd].writer
+                if handle._cancelled:
+                    self._set_fd_handle(fd, POLLER_WRITE, None)
+                else:
+                    self._push_ready(handle)
+        return 0
+
+    # ------------------------------------------------------------------
+    # fd callbacks
+
+    cdef int _ensure_fd_slot(self, int fd) except -1:
+        cdef int size
+        cdef fd_slot *table
+        if fd < self._fds_size:
+            return 0
+        size = self._fds_size or 64
+        while size <= fd:
+            size *= 2
+        table = <fd_slot *>realloc(self._fds, size * sizeof(fd_slot))
+        if table == NULL:
+            raise MemoryError()
+        memset(&table[self._fds_size], 0, (size - self._fds_size) * sizeof(fd_slot))
+        self._fds = table
+        self._fds_size = size
+        return 0
+
+    cdef int _set_interest(self, int fd, int mask) except -1:
+        cdef int old = self._fds[fd].mask
+        cdef int rc
+        if old == mask:
+            return 0   # no redundant epoll_ctl
+        rc = poller_modify(&self._poller, fd, old, mask)
+        if rc < 0:
+            _raise_errno(rc)
+        if old == 0:
+            self._user_fds += 1
+        elif mask == 0:
+            self._user_fds -= 1
+        self._fds[fd].mask = mask
+        return 0
+
+    cdef object _set_fd_handle(self, int fd, int which, Handle handle):
+        """Install (or, with None, clear) fd's reader or writer.
+
+        Returns the handle it replaced, or None.  The poller is updated
+        first, so on error the table is left as it was.
+        """
+        cdef void *old
+        cdef int mask
+        self._ensure_fd_slot(fd)
+        mask = self._fds[fd].mask
+        mask = (mask | which) if handle is not None else (mask & ~which)
+        self._set_interest(fd, mask)
+        if which == POLLER_READ:
+            old = self._fds[fd].reader
+            self._fds[fd].reader = <void *>handle if handle is not None else NULL
+        else:
+            old = self._fds[fd].writer
+            self._fds[fd].writer = <void *>handle if handle is not None else NULL
+        if handle is not None:
+            Py_INCREF(handle)
+        if mask == 0:
+            self._fd_objects.pop(fd, None)
+        if old == NULL:
+            return None
+        result = <object>old
+        Py_DECREF(result)   # the table's reference; `result` holds its own
+        return result
+
+    cdef int _fileobj_to_fd(self, object fileobj) except -1:
+        cdef object fd
+        if isinstance(fileobj, int):
+            fd = fileobj
+        else:
+            try:
+                fd = int(fileobj.fileno())
+            except (AttributeError, TypeError, ValueError):
+                raise ValueError(f"Invalid file object: {fileobj!r}") from None
+        if fd < 0:
+            raise ValueError(f"Invalid file descriptor: {fd}")
+        return fd
+
+    cdef int _lookup_fd(self, object fileobj) except -2:
+        """The fd to remove for fileobj, even if it was closed since."""
+        try:
+            return self._fileobj_to_fd(fileobj)
+        except ValueError:
+            for fd, obj in self._fd_objects.items():
+                if obj is fileobj:
+                    return fd
+            raise
+
+    def _add_reader(self, fd, callback, *args):
+        self._check_closed_fast()
+        cdef int fdn = self._fileobj_to_fd(fd)
+        cdef Handle handle = new_handle(callback, args, self, None, self._debug)
+        old = self._set_fd_handle(fdn, POLLER_READ, handle)
+        if not isinstance(fd, int):
+            self._fd_objects[fdn] = fd
+        if old is not None:
+            old.cancel()
+        return handle
+
+    def _add_writer(self, fd, callback, *args):
+        self._check_closed_fast()
+        cdef int fdn = self._fileobj_to_fd(fd)
+        cdef Handle handle = new_handle(callback, args, self, None, self._debug)
+        old = self._set_fd_handle(fdn, POLLER_WRITE, handle)
+        if not isinstance(fd, int):
+            self._fd_objects[fdn] = fd
+        if old is not None:
+            old.cancel()
+        return handle
+
+    def _remove_reader(self, fd):
+        return self._remove_fd_handle(fd, POLLER_READ)
+
+    def _remove_writer(self, fd):
+        return self._remove_fd_handle(fd, POLLER_WRITE)
+
+    cdef bint _remove_fd_handle(self, object fd, int which) except -1:
+        if self._closed:
+            return False
+        cdef int fdn = self._lookup_fd(fd)
+        if fdn >= self._fds_size:
+            return False
+        if which == POLLER_READ and self._fds[fdn].reader == NULL:
+            return False
+        if which == POLLER_WRITE and self._fds[fdn].writer == NULL:
+            return False
+        old = self._set_fd_handle(fdn, which, None)
+        old.cancel()
+        return True
+
+    def add_reader(self, fd, callback, *args):
+        """Start watching the file descriptor for read availability."""
+        self._ensure_fd_no_transport(fd)
+        self._add_reader(fd, callback, *args)
+
+    def remove_reader(self, fd):
+        """Stop watching the file descriptor for read availability."""
+        self._ensure_fd_no_transport(fd)
+        return self._remove_fd_handle(fd, POLLER_READ)
+
+    def add_writer(self, fd, callback, *args):
+        """Start watching the file descriptor for write availability."""
+        self._ensure_fd_no_transport(fd)
+        self._add_writer(fd, callback, *args)
+
+    def remove_writer(self, fd):
+        """Stop watching the file descriptor for write availability."""
+        self._ensure_fd_no_transport(fd)
+        return self._remove_fd_handle(fd, POLLER_WRITE)
+
+    def _ensure_fd_no_transport(self, fd):
+        """Transports own their fds; there are none yet (networking issue)."""
+
+    # ------------------------------------------------------------------
+    # Teardown
+
+    cdef void _clear_ready(self):
+        cdef void *item
+        while True:
+            item = ring_pop(&self._ready)
+            if item == NULL:
+                break
+            Py_DECREF(<object>item)
+
+    cdef void _clear_timers(self):
+        cdef void *item
+        while True:
+            item = heap_pop(&self._timers)
+            if item == NULL:
+                break
+            Py_DECREF(<object>item)
+
+    cdef void _clear_fd_table(self):
+        cdef int fd
+        cdef void *reader
+        cdef void *writer
+        for fd in range(self._fds_size):
+            reader = self._fds[fd].reader
+            writer = self._fds[fd].writer
+            self._fds[fd].reader = NULL
+            self._fds[fd].writer = NULL
+            if self._fds[fd].mask and self._poller.fd >= 0:
+                poller_modify(&self._poller, fd, self._fds[fd].mask, 0)
+            self._fds[fd].mask = 0
+            Py_XDECREF(<PyObject *>reader)
+            Py_XDECREF(<PyObject *>writer)
+        self._user_fds = 0
+
+    def _close_core(self):
+        """Drop every callback and release the loop's own fds."""
+        self._closed = True
+        self._clear_ready()
+        self._clear_timers()
+        self._clear_fd_table()
+        self._fd_objects.clear()
+        heap_free(&self._timers)
+        ring_free(&self._ready)
+        poller_close(&self._poller)
+        wakeup_close(&self._wakeup)
+
+
+# ----------------------------------------------------------------------
+# Garbage collection
+#
+# The ready queue, the heap and the fd table are C containers, invisible to
+# the cycle collector, yet each handle in them refers back to the loop.  An
+# unclosed loop dropped with callbacks pending would leak (and never warn
+# "unclosed event loop").  So LoopCore's traverse and clear slots are
+# extended to visit and drop what those containers hold.
+
+cdef gc_traverseproc _base_traverse = NULL
+cdef gc_inquiry _base_clear = NULL
+
+
+cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
+    cdef LoopCore self = <LoopCore>obj
+    cdef size_t i
+    cdef int fd, rc
+    if _base_traverse != NULL:
+        rc = _base_traverse(obj, visit, arg)
+        if rc:
+            return rc
+    for i in range(ring_len(&self._ready)):
+        rc = visit(<PyObject *>ring_at(&self._ready, i), arg)
+        if rc:
+            return rc
+    for i in range(heap_len(&self._timers)):
+        rc = visit(<PyObject *>heap_item_at(&self._timers, i), arg)
+        if rc:
+            return rc
+    for fd in range(self._fds_size):
+        if self._fds[fd].reader != NULL:
+            rc = visit(<PyObject *>self._fds[fd].reader, arg)
+            if rc:
+                return rc
+        if self._fds[fd].writer != NULL:
+            rc = visit(<PyObject *>self._fds[fd].writer, arg)
+            if rc:
+                return rc
+    return 0
+
+
+cdef int _core_clear(PyObject *obj) noexcept:
+    cdef LoopCore self = <LoopCore>obj
+    self._clear_ready()
+    self._clear_timers()
+    self._clear_fd_table()
+    if _base_clear != NULL:
+        return _base_clear(obj)
+    return 0
+
+
+cdef _install_gc_hooks():
+    global _base_traverse, _base_clear
+    cdef gc_type *tp = <gc_type *>LoopCore
+    _base_traverse = tp.tp_traverse
+    _base_clear = tp.tp_clear
+    tp.tp_traverse = _core_traverse
+    tp.tp_clear = _core_clear
+
+
+_install_gc_hooks()

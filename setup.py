@@ -1,0 +1,62 @@
+"""Build of minloop's compiled core.
+
+Environment switches (for development and CI, never for wheels):
+  MINLOOP_DEBUG=1     -O0 -g, assertions on, Cython line tracing off
+  MINLOOP_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (implies debug)
+  MINLOOP_ANNOTATE=1  write Cython's HTML annotation next to each .pyx
+"""
+import os
+import sys
+
+from setuptools import Extension, setup
+
+if sys.platform == "win32":
+    raise RuntimeError("minloop supports Linux, macOS and the BSDs, not Windows")
+
+from Cython.Build import cythonize  # noqa: E402  (after the platform check)
+
+
+def flag(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+sanitize = flag("MINLOOP_SANITIZE")
+debug = flag("MINLOOP_DEBUG") or sanitize
+
+compile_args = ["-O0", "-g3", "-UNDEBUG"] if debug else ["-O2"]
+compile_args += ["-std=c99", "-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
+link_args = []
+if sanitize:
+    san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    compile_args += san
+    link_args += san
+
+poller_sources = ["src/poller_epoll.c", "src/poller_kqueue.c"]  # each compiles to nothing off its platform
+common = dict(
+    include_dirs=["src"],
+    extra_compile_args=compile_args,
+    extra_link_args=link_args,
+    define_macros=[("_GNU_SOURCE", None)],
+)
+
+extensions = [
+    Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **common),
+    Extension(
+        "minloop.loop",
+        ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
+        **common,
+    ),
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        annotate=flag("MINLOOP_ANNOTATE"),
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "embedsignature": True,
+        },
+    ),
+)

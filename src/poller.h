@@ -1,0 +1,44 @@
+/* poller: one small interface over epoll (Linux) and kqueue (macOS/BSD).
+ *
+ * Interest is a bit mask of POLLER_READ and POLLER_WRITE.  The caller keeps
+ * the current mask of each fd (the loop's fd table) and passes both the old
+ * and the new mask, so the poller never asks the kernel what is registered
+ * and the loop calls it only when the mask really changes.
+ *
+ * All functions return 0 (or a count) on success and -errno on failure; they
+ * never touch Python and may be called without the GIL.
+ */
+#ifndef MINLOOP_POLLER_H
+#define MINLOOP_POLLER_H
+
+#include <stdint.h>
+
+#define POLLER_READ  1
+#define POLLER_WRITE 2
+
+typedef struct {
+    int fd;
+    int events;  /* POLLER_READ | POLLER_WRITE; errors and hang-ups set both */
+} poller_event;
+
+typedef struct {
+    int fd;      /* the epoll or kqueue descriptor, -1 when closed */
+    void *buf;   /* kernel event buffer of `bufsize` entries */
+    int bufsize;
+} poller;
+
+/* The backend's name, for `minloop info` and bug reports. */
+const char *poller_backend(void);
+
+int poller_open(poller *p, int max_events);
+void poller_close(poller *p);
+
+/* Change fd's interest from old_mask to new_mask (either may be 0). */
+int poller_modify(poller *p, int fd, int old_mask, int new_mask);
+
+/* Wait up to timeout_ns nanoseconds (-1: forever, 0: don't block).  Fills up
+ * to p->bufsize events into `out` and returns how many.  Returns -EINTR when a
+ * signal interrupted the wait, so the caller can run Python signal handlers. */
+int poller_wait(poller *p, poller_event *out, int64_t timeout_ns);
+
+#endif
