@@ -257,8 +257,10 @@ cdef class LoopCore:
         cdef double d = delay
         if isnan(d):
             raise ValueError('delay must not be NaN')
+        # asyncio's call_later() goes through call_at(), whose name its
+        # debug-mode errors carry.
         return self._call_at(monotonic_now() + d, callback, args, context,
-                             'call_later')
+                             'call_at')
 
     def call_at(self, when, callback, *args, context=None):
         """Like call_later(), but uses an absolute time (loop.time())."""
