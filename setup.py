@@ -53,10 +53,8 @@ setup(
         extensions,
         language_level=3,
         annotate=flag("MINLOOP_ANNOTATE"),
-        compiler_directives={
-            "boundscheck": False,
-            "wraparound": False,
-            "embedsignature": True,
-        },
+        # Python's indexing semantics stay on (negative indexes, bounds
+        # checks): the hot paths index C arrays, which these do not affect.
+        compiler_directives={"embedsignature": True},
     ),
 )

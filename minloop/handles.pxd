@@ -15,6 +15,7 @@ cdef class Handle:
         bint _debug
 
     cdef int _run_callback(self) except -1
+    cdef int _cancel(self) except -1
     cdef _report(self, exc)
 
 

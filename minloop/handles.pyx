@@ -57,6 +57,9 @@ cdef class Handle:
         return self._context
 
     def cancel(self):
+        self._cancel()
+
+    cdef int _cancel(self) except -1:
         if not self._cancelled:
             self._cancelled = True
             if self._debug:
@@ -65,6 +68,7 @@ cdef class Handle:
             # callback must not keep its arguments alive until it is skipped.
             self._callback = None
             self._args = None
+        return 0
 
     def cancelled(self):
         return self._cancelled
@@ -104,7 +108,6 @@ cdef class Handle:
         self._loop.call_exception_handler(context)
 
 
-@cython.freelist(256)
 cdef class TimerHandle(Handle):
     """Object returned by timed callback registration methods."""
 
@@ -141,7 +144,7 @@ cdef class TimerHandle(Handle):
         return (self._when == o._when and self._callback == o._callback and
                 self._args == o._args and self._cancelled == o._cancelled)
 
-    def cancel(self):
+    cdef int _cancel(self) except -1:
         cdef Py_ssize_t pos = self._heap_pos
         if not self._cancelled and pos >= 0:
             # Leave the heap now (O(log n)), so a server that arms and
@@ -149,7 +152,7 @@ cdef class TimerHandle(Handle):
             # holds a reference to self, so dropping the heap's is safe.
             heap_remove(self._heap, <size_t>pos)
             Py_DECREF(self)
-        Handle.cancel(self)
+        return Handle._cancel(self)
 
     def when(self):
         """Return a scheduled callback time.

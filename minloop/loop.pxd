@@ -24,6 +24,7 @@ cdef class LoopCore:
         # fds with interest other than the loop's own wake-up fd: while it
         # is 0 and callbacks are ready, a poll could observe nothing.
         int _user_fds
+        unsigned int _skipped_polls
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects

@@ -16,6 +16,11 @@ def run(main, *, debug=None):
     if sys.version_info >= (3, 12):
         return asyncio.run(main, debug=debug, loop_factory=new_event_loop)
     if sys.version_info >= (3, 11):
+        # asyncio.run() checks this before entering its Runner, whose exit
+        # would otherwise fail too and hide the message.
+        if asyncio.events._get_running_loop() is not None:
+            raise RuntimeError(
+                "asyncio.run() cannot be called from a running event loop")
         with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
             return runner.run(main)
     return _run_310(main, debug=debug)
