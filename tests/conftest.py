@@ -1,0 +1,193 @@
+"""Shared fixtures: every behavioural test runs against asyncio's loop and minloop.
+
+The ``loop`` fixture is parametrised by loop factory (ids ``asyncio`` and
+``minloop``).  A test that fails on ``asyncio`` is a wrong test: asyncio's
+selector loop is the specification, minloop must behave the same.
+
+The minloop parametrisation is skipped (with the import error as the reason)
+only while ``import minloop`` fails outright, i.e. before the extension is
+built.  Any other error from minloop is a real failure.
+"""
+
+import asyncio
+import gc
+import os
+import signal
+import sys
+import warnings
+
+import pytest
+
+LOOP_KINDS = ("asyncio", "minloop")
+
+# Every test gets this time limit unless it sets its own timeout mark: a hung
+# loop must fail one test, not the whole run.
+DEFAULT_TIMEOUT = 15
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        # Only this directory's behavioural tests; tests/conformance/ has its own rules.
+        if os.path.dirname(str(item.path)) != here:
+            continue
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT))
+
+
+def import_minloop():
+    """Import minloop, or skip the calling test if it is not importable at all."""
+    try:
+        import minloop
+    except ImportError as exc:
+        pytest.skip(f"minloop is not importable (not built yet?): {exc!r}")
+    return minloop
+
+
+def open_fds():
+    """The set of this process's open file descriptors, with their targets."""
+    fds = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            # The descriptor of the listdir() itself, closed by now.
+            pass
+    return fds
+
+
+def assert_no_fd_leak(before, what):
+    """Assert that no descriptor is open now that was not open in ``before``.
+
+    Only new descriptors count (one closed meanwhile by the collection of an
+    earlier test's garbage is fine).  gc.collect() is slow, so it runs only
+    when a first look finds something, to let unreachable objects close theirs.
+    """
+    def new_fds():
+        after = open_fds()
+        return {fd: target for fd, target in after.items()
+                if fd not in before or before[fd] != target}
+
+    leaked = new_fds()
+    if leaked:
+        gc.collect()
+        leaked = new_fds()
+    assert not leaked, f"{what} leaked file descriptors: {leaked}"
+
+
+@pytest.fixture(params=LOOP_KINDS)
+def loop_kind(request):
+    """Which implementation the test runs against: 'asyncio' or 'minloop'."""
+    if request.param == "minloop":
+        import_minloop()
+    return request.param
+
+
+@pytest.fixture
+def loop_factory(loop_kind):
+    """A zero-argument callable that makes a new, unused event loop."""
+    if loop_kind == "asyncio":
+        return asyncio.SelectorEventLoop
+    return import_minloop().new_event_loop
+
+
+@pytest.fixture
+def loop(loop_factory):
+    """A fresh loop; closed afterwards, asserting that it released its fds."""
+    before = open_fds()
+    old_hooks = sys.get_asyncgen_hooks()
+    lp = loop_factory()
+    try:
+        yield lp
+    finally:
+        if lp.is_running():  # pragma: no cover - a test bug
+            lp.stop()
+        lp.close()
+        asyncio.set_event_loop(None)
+        # A test that failed half-way may leave these behind; never let one
+        # test's state reach the next.
+        sys.set_asyncgen_hooks(*old_hooks)
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:  # pragma: no cover - not the main thread
+            pass
+    del lp
+    assert_no_fd_leak(before, "the loop")
+
+
+@pytest.fixture(name="open_fds")
+def open_fds_fixture():
+    """open_fds() -> {fd: target} of this process, for before/after comparisons."""
+    return open_fds
+
+
+@pytest.fixture(name="assert_no_fd_leak")
+def assert_no_fd_leak_fixture():
+    """assert_no_fd_leak(before, what): fail if an fd not in ``before`` is open now."""
+    return assert_no_fd_leak
+
+
+@pytest.fixture
+def minloop_module():
+    """The minloop module itself (skips the test if it is not importable at all)."""
+    return import_minloop()
+
+
+@pytest.fixture
+def minloop_only(loop_kind):
+    """For tests of promises minloop makes beyond asyncio ("minloop is stricter")."""
+    if loop_kind != "minloop":
+        pytest.skip("asyncio does not make this promise; minloop is stricter")
+
+
+@pytest.fixture
+def run_briefly():
+    """run_briefly(loop, n=1): run ``n`` full loop iterations, then return."""
+    def run(lp, n=1):
+        for _ in range(n):
+            lp.call_soon(lp.stop)
+            lp.run_forever()
+    return run
+
+
+@pytest.fixture
+def run_for():
+    """run_for(loop, seconds): run the loop for about that long."""
+    def run(lp, seconds):
+        lp.call_later(seconds, lp.stop)
+        lp.run_forever()
+    return run
+
+
+@pytest.fixture
+def socketpair():
+    """A connected, non-blocking AF_UNIX stream pair, closed afterwards."""
+    import socket
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+@pytest.fixture
+def pipe():
+    """A non-blocking os.pipe() (read_fd, write_fd); closed afterwards if still open."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def no_warnings_leak():
+    """Record every warning (simplefilter('always')) while the test runs."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught

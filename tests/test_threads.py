@@ -1,0 +1,342 @@
+"""call_soon_threadsafe, thread wake-up, executors, and the debug-mode thread check."""
+
+import asyncio
+import concurrent.futures
+import sys
+import threading
+import time
+
+import pytest
+
+WRONG_THREAD = ("Non-thread-safe operation invoked on an event loop other "
+                "than the current one")
+
+
+def test_call_soon_threadsafe_loses_nothing(loop):
+    """8 threads x 10,000 call_soon_threadsafe calls: every callback runs exactly once."""
+    n_threads, per_thread = 8, 10_000
+    total = n_threads * per_thread
+    counts = [0] * n_threads
+    done = loop.create_future()
+    seen = [0]
+
+    def cb(i):
+        counts[i] += 1
+        seen[0] += 1
+        if seen[0] == total and not done.done():
+            done.set_result(None)
+
+    start = threading.Barrier(n_threads)
+
+    def producer(i):
+        start.wait()
+        for _ in range(per_thread):
+            loop.call_soon_threadsafe(cb, i)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    try:
+        loop.run_until_complete(asyncio.wait_for(done, 30))
+    finally:
+        for t in threads:
+            t.join()
+    assert counts == [per_thread] * n_threads
+
+
+def test_call_soon_threadsafe_preserves_order_per_thread(loop):
+    """Calls from one thread run in the order that thread made them."""
+    got = []
+    done = loop.create_future()
+
+    def producer():
+        for i in range(5000):
+            loop.call_soon_threadsafe(got.append, i)
+        loop.call_soon_threadsafe(done.set_result, None)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    loop.run_until_complete(asyncio.wait_for(done, 10))
+    t.join()
+    assert got == list(range(5000))
+
+
+def test_call_soon_threadsafe_returns_handle(loop, run_briefly):
+    """call_soon_threadsafe returns a cancellable handle."""
+    called = []
+    h = loop.call_soon_threadsafe(called.append, 1)
+    h.cancel()
+    assert h.cancelled()
+    run_briefly(loop)
+    assert called == []
+
+
+def test_call_soon_threadsafe_wakes_sleeping_loop(loop):
+    """A loop blocked waiting for a 30 s timer is woken promptly by another thread."""
+    fut = loop.create_future()
+    far = loop.call_later(30, lambda: None)
+
+    def poke():
+        time.sleep(0.05)
+        loop.call_soon_threadsafe(fut.set_result, "woken")
+
+    t = threading.Thread(target=poke)
+    t0 = time.monotonic()
+    t.start()
+    try:
+        assert loop.run_until_complete(fut) == "woken"
+    finally:
+        t.join()
+    far.cancel()
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_call_soon_threadsafe_wakes_loop_with_nothing_scheduled(loop):
+    """A loop with no timers at all (infinite wait) is woken by another thread."""
+    def poke():
+        time.sleep(0.02)
+        loop.call_soon_threadsafe(loop.stop)
+
+    t = threading.Thread(target=poke)
+    t0 = time.monotonic()
+    t.start()
+    loop.run_forever()
+    t.join()
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_repeated_wakeups(loop):
+    """200 sequential cross-thread wake-ups each reach the sleeping loop."""
+    async def main():
+        for i in range(200):
+            fut = loop.create_future()
+            t = threading.Thread(target=loop.call_soon_threadsafe,
+                                 args=(fut.set_result, i))
+            t.start()
+            assert await asyncio.wait_for(fut, 5) == i
+            t.join()
+        return "ok"
+
+    assert loop.run_until_complete(main()) == "ok"
+
+
+def test_run_in_executor_default_created_lazily(loop):
+    """The default executor is created on first run_in_executor(None, ...)."""
+    assert hasattr(loop, "_default_executor")
+    assert loop._default_executor is None
+
+    def work(a, b):
+        return a + b, threading.current_thread() is not threading.main_thread()
+
+    result = loop.run_until_complete(loop.run_in_executor(None, work, 1, 2))
+    assert result == (3, True)
+    assert isinstance(loop._default_executor, concurrent.futures.ThreadPoolExecutor)
+    first = loop._default_executor
+    loop.run_until_complete(loop.run_in_executor(None, work, 3, 4))
+    assert loop._default_executor is first
+
+
+def test_run_in_executor_returns_asyncio_future(loop):
+    """run_in_executor returns an asyncio Future bound to the loop."""
+    fut = loop.run_in_executor(None, lambda: 5)
+    assert isinstance(fut, asyncio.Future)
+    assert fut.get_loop() is loop
+    assert loop.run_until_complete(fut) == 5
+
+
+def test_run_in_executor_exception_propagates(loop):
+    """An exception raised in the executor comes out of the awaited future."""
+    def bad():
+        raise KeyError("in thread")
+
+    with pytest.raises(KeyError, match="in thread"):
+        loop.run_until_complete(loop.run_in_executor(None, bad))
+
+
+def test_run_in_executor_explicit_executor(loop):
+    """run_in_executor(executor, ...) uses that executor."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="explicit") as ex:
+        name = loop.run_until_complete(
+            loop.run_in_executor(ex, lambda: threading.current_thread().name))
+    assert name.startswith("explicit")
+    assert loop._default_executor is None
+
+
+def test_set_default_executor(loop):
+    """set_default_executor's executor serves run_in_executor(None, ...)."""
+    ex = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="custom-default")
+    try:
+        loop.set_default_executor(ex)
+        name = loop.run_until_complete(
+            loop.run_in_executor(None, lambda: threading.current_thread().name))
+        assert name.startswith("custom-default")
+    finally:
+        ex.shutdown(wait=True)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 only warns (DeprecationWarning) for a non-ThreadPoolExecutor")
+def test_set_default_executor_rejects_non_thread_pool(loop):
+    """set_default_executor(non-ThreadPoolExecutor) -> TypeError."""
+    with pytest.raises(TypeError, match="executor must be ThreadPoolExecutor instance"):
+        loop.set_default_executor(object())
+
+
+def test_shutdown_default_executor(loop):
+    """shutdown_default_executor joins the executor; later use raises RuntimeError."""
+    loop.run_until_complete(loop.run_in_executor(None, time.sleep, 0.001))
+    ex = loop._default_executor
+    threads_before = set(ex._threads)
+    loop.run_until_complete(loop.shutdown_default_executor())
+    assert all(not t.is_alive() for t in threads_before)
+    with pytest.raises(RuntimeError, match="Executor shutdown has been called"):
+        loop.run_in_executor(None, time.sleep, 0)
+
+
+def test_shutdown_default_executor_without_executor(loop):
+    """shutdown_default_executor with no executor created is a no-op that completes."""
+    loop.run_until_complete(loop.shutdown_default_executor())
+    assert loop._default_executor is None
+
+
+def test_close_shuts_down_default_executor(loop):
+    """close() shuts the default executor down (no more submissions accepted)."""
+    loop.run_until_complete(loop.run_in_executor(None, lambda: None))
+    ex = loop._default_executor
+    loop.close()
+    with pytest.raises(RuntimeError):
+        ex.submit(lambda: None)
+
+
+def test_to_thread(loop):
+    """asyncio.to_thread runs in the default executor and returns the value."""
+    async def main():
+        return await asyncio.to_thread(lambda: threading.get_ident())
+    assert loop.run_until_complete(main()) != threading.get_ident()
+
+
+def test_wrap_future_from_thread(loop):
+    """A concurrent.futures.Future completed in a thread wakes its asyncio wrapper."""
+    cf = concurrent.futures.Future()
+    t = threading.Timer(0.01, cf.set_result, ("cf",))
+    t.start()
+    try:
+        assert loop.run_until_complete(asyncio.wrap_future(cf, loop=loop)) == "cf"
+    finally:
+        t.join()
+
+
+def test_run_coroutine_threadsafe(loop):
+    """run_coroutine_threadsafe from another thread runs on the loop."""
+    results = []
+
+    async def coro(x):
+        await asyncio.sleep(0)
+        return x, threading.current_thread() is threading.main_thread()
+
+    def other():
+        fut = asyncio.run_coroutine_threadsafe(coro(7), loop)
+        results.append(fut.result(5))
+        loop.call_soon_threadsafe(loop.stop)
+
+    t = threading.Thread(target=other)
+    t.start()
+    loop.run_forever()
+    t.join()
+    assert results == [(7, True)]
+
+
+@pytest.mark.parametrize("method", ["call_soon", "call_later", "call_at"])
+def test_debug_wrong_thread_raises(loop, method):
+    """In debug mode, call_soon/call_later/call_at from another thread raise RuntimeError."""
+    loop.set_debug(True)
+    errors = []
+
+    def from_thread():
+        try:
+            if method == "call_soon":
+                loop.call_soon(lambda: None)
+            elif method == "call_later":
+                loop.call_later(0, lambda: None)
+            else:
+                loop.call_at(loop.time(), lambda: None)
+        except RuntimeError as exc:
+            errors.append(str(exc))
+        else:
+            errors.append(None)
+
+    async def main():
+        # Submitted from inside the running loop: the check is only made
+        # while the loop runs.
+        await loop.run_in_executor(None, from_thread)
+
+    loop.run_until_complete(main())
+    assert errors == [WRONG_THREAD]
+
+
+def test_debug_call_soon_threadsafe_from_thread_is_fine(loop):
+    """In debug mode call_soon_threadsafe from another thread is allowed."""
+    loop.set_debug(True)
+    fut = loop.create_future()
+    loop.run_until_complete(loop.run_in_executor(
+        None, loop.call_soon_threadsafe, fut.set_result, 1))
+    assert loop.run_until_complete(fut) == 1
+
+
+def test_no_thread_check_when_loop_not_running(loop):
+    """The debug thread check applies only while the loop runs (asyncio's _check_thread)."""
+    loop.set_debug(True)
+    errors = []
+
+    def from_thread():
+        try:
+            loop.call_soon(lambda: None).cancel()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=from_thread)
+    t.start()
+    t.join()
+    assert errors == []
+
+
+def test_loop_runs_in_non_main_thread(loop_factory):
+    """A loop created and run in a worker thread works and is stoppable from outside."""
+    result = {}
+    started = threading.Event()
+    holder = {}
+
+    def worker():
+        lp = loop_factory()
+        holder["loop"] = lp
+        try:
+            lp.call_soon(started.set)
+            lp.run_forever()
+
+            async def coro():
+                await asyncio.sleep(0.001)
+                return threading.get_ident()
+
+            result["ident"] = lp.run_until_complete(coro())
+        finally:
+            lp.close()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert started.wait(5)
+    holder["loop"].call_soon_threadsafe(holder["loop"].stop)
+    t.join(5)
+    assert not t.is_alive()
+    assert result["ident"] == t.ident
+
+
+def test_is_running_seen_from_other_thread(loop):
+    """is_running() is True when asked from another thread while the loop runs."""
+    seen = []
+
+    def check():
+        seen.append(loop.is_running())
+        loop.call_soon_threadsafe(loop.stop)
+
+    loop.call_soon(lambda: threading.Thread(target=check).start())
+    loop.run_forever()
+    assert seen == [True]
