@@ -361,7 +361,7 @@ cdef class LoopCore:
                                 finalizer=self._asyncgen_finalizer_hook)
             _set_running_loop(self)
             while True:
-                self._run_once()
+                self._run_iteration()
                 if self._stopping:
                     break
         finally:
@@ -371,11 +371,11 @@ cdef class LoopCore:
             self._set_coroutine_origin_tracking(False)
             _set_asyncgen_hooks(*old_agen_hooks)
 
-    def _run_once_py(self):
-        """One iteration, for tests that step the loop by hand."""
-        self._run_once()
+    def _run_once(self):
+        """Run one full iteration (asyncio's name; tests step loops so)."""
+        self._run_iteration()
 
-    cdef int _run_once(self) except -1:
+    cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef double when, end_time
         cdef size_t ntodo, i
