@@ -97,6 +97,9 @@ def loop(loop_factory):
     before = open_fds()
     old_hooks = sys.get_asyncgen_hooks()
     lp = loop_factory()
+    # Under -X dev asyncio turns debug mode on by default; tests that want
+    # it ask for it, so the rest see the same loop on every run.
+    lp.set_debug(False)
     try:
         yield lp
     finally:

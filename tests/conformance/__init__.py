@@ -1,0 +1,1 @@
+"""CPython's test.test_asyncio run with minloop as the event loop (see conftest.py)."""

@@ -1,0 +1,141 @@
+"""Expected failures of CPython's test_asyncio on minloop: one place, one reason each.
+
+Keys are ``"<cpython module>::<TestClass>::<test>"``, e.g.
+``"test_events::EventLoopTests::test_create_connection"``; ``fnmatch`` patterns
+(``*``, ``?``, ``[...]``) are allowed.  Values are the reason: a string marks
+the test ``xfail(strict=True)`` -- it must fail, and a pass fails the run, so a
+fixed test has to be taken out of here.  ``NotRun(reason)`` is for a test that
+crashes or hangs the interpreter: it is not run at all (reported as xfail).
+
+A reason says why, in one of these forms:
+  "needs networking (create_connection), issue 3"
+  "needs subprocess, issue 4"
+  "tests asyncio private internal <name>"
+  "minloop bug: <what is wrong>"        -- to be fixed in the loop
+
+XFAIL applies on every Python version; XFAIL_BY_VERSION[(3, X)] adds entries
+(or, with a value of None, drops a shared one) for that version only.  CI runs
+the conformance suite on 3.11, which must be exactly right: there, an entry
+that matches no test fails the run (see the conftest).
+
+These apply only when the loop under test is minloop: on asyncio's loop
+(MINLOOP_CONFORMANCE_LOOP=asyncio) every test must pass.
+"""
+
+import sys
+
+
+class NotRun(str):
+    """A reason for a test that is not run: it crashes or hangs the interpreter."""
+
+
+def networking(what):
+    return f"needs networking ({what}), issue 3"
+
+
+def networking_tls(what):
+    return f"needs networking ({what}) and TLS, issues 3 and 4"
+
+
+def pipes(what):
+    return f"needs pipes ({what}), issue 4"
+
+
+SUBPROCESS = "needs subprocess, issue 4"
+
+
+def private(name):
+    return f"tests asyncio private internal {name}"
+
+
+def _each(reason, *keys):
+    return dict.fromkeys(keys, reason)
+
+
+XFAIL = {
+    # --- networking: create_server & co (issue 3) ---------------------------
+    **_each(networking("create_server"),
+            "test_events::EventLoopTests::test_create_server",
+            "test_events::EventLoopTests::test_create_server_addr_in_use",
+            "test_events::EventLoopTests::test_create_server_dual_stack",
+            "test_events::EventLoopTests::test_create_server_multiple_hosts_ipv4",
+            "test_events::EventLoopTests::test_create_server_multiple_hosts_ipv6",
+            "test_events::EventLoopTests::test_create_server_reuse_port",
+            "test_events::EventLoopTests::test_create_server_sock",
+            "test_events::EventLoopTests::test_server_close",
+            "test_events::TestServer::test_get_loop"),
+    **_each(networking_tls("create_server"),
+            "test_events::EventLoopTests::test_create_server_ssl",
+            "test_events::EventLoopTests::test_create_server_ssl_match_failed",
+            "test_events::EventLoopTests::test_create_server_ssl_verified",
+            "test_events::EventLoopTests::test_create_server_ssl_verify_failed"),
+    **_each(networking("create_unix_server"),
+            "test_events::EventLoopTests::test_create_unix_server",
+            "test_events::EventLoopTests::test_create_unix_server_path_socket_error"),
+    **_each(networking_tls("create_unix_server"),
+            "test_events::EventLoopTests::test_create_unix_server_ssl",
+            "test_events::EventLoopTests::test_create_unix_server_ssl_verified",
+            "test_events::EventLoopTests::test_create_unix_server_ssl_verify_failed"),
+    **_each(networking("create_connection"),
+            "test_events::EventLoopTests::test_create_connection",
+            "test_events::EventLoopTests::test_create_connection_local_addr",
+            "test_events::EventLoopTests::test_create_connection_local_addr_in_use",
+            "test_events::EventLoopTests::test_create_connection_local_addr_nomatch_family",
+            "test_events::EventLoopTests::test_create_connection_local_addr_skip_different_family"),
+    **_each(networking_tls("create_connection"),
+            "test_events::EventLoopTests::test_create_ssl_connection"),
+    **_each(networking("create_unix_connection"),
+            "test_events::EventLoopTests::test_create_unix_connection"),
+    **_each(networking_tls("create_unix_connection"),
+            "test_events::EventLoopTests::test_create_ssl_unix_connection"),
+    **_each(networking("connect_accepted_socket"),
+            "test_events::EventLoopTests::test_connect_accepted_socket",
+            "test_events::EventLoopTests::test_connect_accepted_socket_ssl_timeout_for_plain_socket"),
+    **_each(networking_tls("connect_accepted_socket"),
+            "test_events::EventLoopTests::test_ssl_connect_accepted_socket"),
+    **_each(networking("create_datagram_endpoint"),
+            "test_events::EventLoopTests::test_create_datagram_endpoint",
+            "test_events::EventLoopTests::test_create_datagram_endpoint_ipv6",
+            "test_events::EventLoopTests::test_create_datagram_endpoint_sock"),
+    **_each(networking("sock_recv"),
+            "test_events::EventLoopTests::test_prompt_cancellation"),
+
+    # --- pipes and subprocesses (issue 4) -----------------------------------
+    **_each(pipes("connect_read_pipe"),
+            "test_events::EventLoopTests::test_bidirectional_pty",
+            "test_events::EventLoopTests::test_read_pipe",
+            "test_events::EventLoopTests::test_read_pty_output",
+            "test_events::EventLoopTests::test_unclosed_pipe_transport"),
+    **_each(pipes("connect_write_pipe"),
+            "test_events::EventLoopTests::test_write_pipe",
+            "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
+            "test_events::EventLoopTests::test_write_pty"),
+    "test_events::SubprocessTests::*": SUBPROCESS,
+    # Their setUp calls asyncio.set_child_watcher(SafeChildWatcher()), which
+    # minloop.EventLoopPolicy does not implement (NotImplementedError); the
+    # tests themselves are about get_event_loop()/get_running_loop().
+    "test_events::Test*GetEventLoop::*":
+        "needs subprocess: setUp calls asyncio.set_child_watcher(), "
+        "not implemented by minloop.EventLoopPolicy, issue 4",
+
+    # --- asyncio internals ----------------------------------------------------
+    # Counts calls of loop._run_once (patched on the instance) and names
+    # loop._clock_resolution and loop._selector in its assertion message.
+    "test_events::EventLoopTests::test_timeout_rounding":
+        private("_run_once, _clock_resolution, _selector"),
+}
+
+XFAIL_BY_VERSION = {
+}
+
+
+def entries(version=None):
+    """The registry for one Python version: {key pattern: reason}."""
+    version = tuple(version or sys.version_info[:2])
+    merged = dict(XFAIL)
+    for key, reason in XFAIL_BY_VERSION.get(version, {}).items():
+        if reason is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = reason
+    return merged
