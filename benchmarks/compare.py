@@ -1,0 +1,329 @@
+"""Side-by-side comparison of event loops on the micro workloads.
+
+    python benchmarks/compare.py [--quick] [--rounds R] [--json FILE]
+                                 [--loops asyncio,minloop,uvloop,rloop]
+                                 [--workloads NAME,...] [--require LOOP,...]
+
+Every (workload, loop, round) is measured in a fresh interpreter (run_one.py),
+timing only the workload itself.  Within a round the loops run one after the
+other, so slow drift of the machine (thermal, other tenants) is shared by all
+loops instead of falling on whichever ran last.  The table shows medians.
+
+Ratios are other loop's time / reference loop's time (the reference is minloop
+unless --ref says otherwise): above 1 means the reference is faster.
+
+Exit status: 0 on success; 1 if the reference loop crashed or misbehaved on
+any workload; 2 if a loop named in --require is unavailable.  Other loops'
+failures are reported but do not change the status, since we do not own them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import loops  # noqa: E402
+import workloads  # noqa: E402
+
+CHILD = os.path.join(HERE, "run_one.py")
+QUICK_DIVISOR = 10  # --quick runs each workload at a tenth of its size
+NOISY = 0.10  # spread (max - min) / median above which a cell is flagged
+
+
+# ---------------------------------------------------------------------------
+# Child processes
+# ---------------------------------------------------------------------------
+
+
+def _child(args: list[str], timeout: float) -> dict:
+    """Run run_one.py with args; return its JSON answer or {"error": ...}."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, CHILD, *args],
+            capture_output=True, text=True, timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:g} s"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and lines:
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            pass
+    # A crash (segfault, uncaught exception): keep the end of what it said.
+    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return {"error": f"exit status {proc.returncode}: {tail}"}
+
+
+def probe_loops(names: list[str], timeout: float) -> dict[str, dict]:
+    found = {}
+    for name in names:
+        answer = _child(["--probe", name], timeout)
+        if "error" in answer:
+            answer = {"available": False, "reason": answer["error"]}
+        found[name] = answer
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Reporting helpers
+# ---------------------------------------------------------------------------
+
+
+class Progress:
+    """One live status line on stderr; plain lines when stderr is not a TTY
+    (CI logs would otherwise fill with carriage returns)."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.live = sys.stderr.isatty()
+        self._last_workload = None
+
+    def show(self, workload: str, round_: int, rounds: int, loop: str) -> None:
+        elapsed = time.monotonic() - self.started
+        text = (f"[{self.done + 1:>4}/{self.total}] {elapsed:6.1f}s  "
+                f"{workload:<22} round {round_}/{rounds}  {loop:<8}")
+        if self.live:
+            sys.stderr.write("\r" + text + "\x1b[K")
+            sys.stderr.flush()
+        elif workload != self._last_workload:
+            print(text, file=sys.stderr, flush=True)
+        self._last_workload = workload
+
+    def step(self) -> None:
+        self.done += 1
+
+    def finish(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[K")
+        elapsed = time.monotonic() - self.started
+        print(f"{self.done} runs in {elapsed:.1f} s", file=sys.stderr, flush=True)
+
+
+def _si(value: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def machine_info() -> dict:
+    cpu_model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "cpu": cpu_model,
+        "cpu_count": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    if hasattr(os, "sched_getaffinity"):
+        info["cpus_usable"] = len(os.sched_getaffinity(0))
+    return info
+
+
+def render_table(results: dict, loop_names: list[str], ref: str) -> str:
+    """The side-by-side table: per loop, median ms and ops/s; then ratios."""
+    others = [name for name in loop_names if name != ref] if ref in loop_names else []
+    rows = []
+    for wname, entry in results.items():
+        row = [wname, _si(entry["n"])]
+        medians = {}
+        for name in loop_names:
+            cell = entry["loops"][name]
+            if cell["median"] is None:
+                row += ["FAILED" if cell["errors"] else "-", ""]
+                continue
+            medians[name] = cell["median"]
+            # The mark takes a column of its own so the digits stay aligned.
+            mark = "!" if cell["problems"] or cell["errors"] else " "
+            row += [f"{cell['median'] * 1e3:.1f}{mark}", _si(entry["n"] / cell["median"])]
+        for name in others:
+            if name in medians and ref in medians:
+                row.append(f"{medians[name] / medians[ref]:.2f}x")
+            else:
+                row.append("-")
+        rows.append(row)
+
+    # Column groups: (title, subtitles); a loop's name spans its ms and ops/s.
+    groups = [("workload", [""]), ("n", [""])]
+    groups += [(name, ["ms", "ops/s"]) for name in loop_names]
+    groups += [(f"vs {name}", [""]) for name in others]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    col = 0
+    for title, subs in groups:
+        for i, sub in enumerate(subs):
+            widths[col + i] = max(widths[col + i], len(sub))
+        span = sum(widths[col:col + len(subs)]) + 2 * (len(subs) - 1)
+        if len(title) > span:  # widen the group's last column to fit its title
+            widths[col + len(subs) - 1] += len(title) - span
+        col += len(subs)
+
+    def line(cells, widths):
+        first = cells[0].ljust(widths[0])
+        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]).rstrip()
+
+    titles, title_widths, subtitles = [], [], []
+    col = 0
+    for title, subs in groups:
+        span = sum(widths[col:col + len(subs)]) + 2 * (len(subs) - 1)
+        titles.append(title.center(span) if len(subs) > 1 else title)
+        title_widths.append(span)
+        subtitles += subs
+        col += len(subs)
+    out = [line(titles, title_widths), line(subtitles, widths)]
+    out.append("-" * max(len(out[0]), len(out[1])))
+    out += [line(r, widths) for r in rows]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+
+def _names(parser, text: str, known, what: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in known]
+    if unknown:
+        parser.error(f"unknown {what}: {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Compare event loops side by side, one fresh process per run.")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"1/{QUICK_DIVISOR} sizes and 3 rounds (well under a minute)")
+    parser.add_argument("--rounds", type=int, help="rounds per loop (default 5, or 3 with --quick)")
+    parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
+    parser.add_argument("--loops", default=",".join(loops.NAMES),
+                        help="comma-separated loops, in run order (default: %(default)s)")
+    parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS),
+                        help="comma-separated workloads (default: all)")
+    parser.add_argument("--ref", default="minloop", help="loop the ratios compare against")
+    parser.add_argument("--require", default="",
+                        help="comma-separated loops that must be available (exit 2 if not)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds before a child run is abandoned (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    loop_names = _names(parser, args.loops, loops.NAMES, "loop")
+    workload_names = _names(parser, args.workloads, workloads.WORKLOADS, "workload")
+    required = _names(parser, args.require, loops.NAMES, "loop")
+    rounds = args.rounds or (3 if args.quick else 5)
+    if rounds < 1:
+        parser.error("--rounds must be at least 1")
+
+    machine = machine_info()
+    probes = probe_loops(sorted(set(loop_names) | set(required), key=loops.NAMES.index),
+                         args.timeout)
+    available = [name for name in loop_names if probes[name]["available"]]
+
+    print(f"event loop micro benchmarks: median of {rounds} rounds, one fresh process per run"
+          + (" (--quick sizes)" if args.quick else ""))
+    cpus = machine["cpu_count"]
+    if machine.get("cpus_usable", cpus) != cpus:
+        cpus = f"{cpus} ({machine['cpus_usable']} usable)"
+    print(f"python: {machine['python']} on {machine['platform']}")
+    print(f"cpu: {machine['cpu']}, {cpus} CPUs")
+    print("loops: " + ", ".join(f"{name} {probes[name]['version']}" for name in available))
+    for name in loop_names:
+        if not probes[name]["available"]:
+            print(f"skipped: {name} ({probes[name]['reason']})")
+    print(flush=True)
+
+    missing = [name for name in required if not probes[name]["available"]]
+    if missing:
+        print(f"required loop(s) unavailable: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if not available:
+        print("no loop available", file=sys.stderr)
+        return 2
+
+    results = {}
+    progress = Progress(len(workload_names) * rounds * len(available))
+    for wname in workload_names:
+        workload = workloads.WORKLOADS[wname]
+        n = max(workload.n // QUICK_DIVISOR, workload.smoke_n) if args.quick else workload.n
+        cells = {name: {"samples": [], "problems": [], "errors": []} for name in available}
+        for round_ in range(1, rounds + 1):
+            for name in available:
+                progress.show(wname, round_, rounds, name)
+                answer = _child([wname, name, str(n)], args.timeout)
+                progress.step()
+                if "error" in answer:
+                    cells[name]["errors"].append(f"round {round_}: {answer['error']}")
+                    continue
+                cells[name]["samples"].append(answer["seconds"])
+                if answer["problem"]:
+                    cells[name]["problems"].append(f"round {round_}: {answer['problem']}")
+        for cell in cells.values():
+            samples = cell["samples"]
+            cell["median"] = statistics.median(samples) if samples else None
+            cell["spread"] = ((max(samples) - min(samples)) / cell["median"]
+                              if samples else None)
+        results[wname] = {"n": n, "doc": workload.doc, "loops": cells}
+    progress.finish()
+
+    print(render_table(results, available, args.ref))
+    print()
+    if args.ref in available:
+        print(f"vs X: X's time over {args.ref}'s; above 1 means {args.ref} is faster.")
+    if any(c["problems"] or c["errors"] for e in results.values() for c in e["loops"].values()):
+        print("'!': some rounds failed or misbehaved (see below).")
+
+    noisy = [f"{w}/{name} {c['spread']:.0%}" for w, e in results.items()
+             for name, c in e["loops"].items() if c["spread"] and c["spread"] > NOISY]
+    if noisy:
+        print(f"noisy (max-min over median > {NOISY:.0%}):")
+        print(textwrap.fill(", ".join(noisy), initial_indent="  ", subsequent_indent="  "))
+
+    status = 0
+    reported = False
+    for wname, entry in results.items():
+        for name, cell in entry["loops"].items():
+            for kind in ("errors", "problems"):
+                # Rounds usually fail the same way; say each distinct failure once.
+                seen = {}
+                for line in cell[kind]:
+                    seen.setdefault(line.split(": ", 1)[1], []).append(line.split(":")[0])
+                for message, where in seen.items():
+                    if not reported:
+                        print("\nfailures and misbehaviour:")
+                        reported = True
+                    label = "FAILED" if kind == "errors" else "misbehaved"
+                    print(f"  {wname} / {name}: {label} in {len(where)} of {rounds} rounds: "
+                          f"{message}")
+                    if name == args.ref:
+                        status = 1
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "rounds": rounds, "quick": args.quick,
+                       "ref": args.ref, "loops": probes, "results": results}, f, indent=2)
+        print(f"\nwrote {args.json}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Child process of compare.py: one measurement, reported as one JSON line.
+
+    python benchmarks/run_one.py WORKLOAD LOOP N   -> {"seconds": ..., "problem": ...}
+    python benchmarks/run_one.py --probe LOOP      -> {"available": ..., "version": ...}
+
+Each measurement gets a fresh interpreter so that no loop inherits another's
+heap, freelists or imported state.  The JSON line is the last line of stdout;
+anything a workload prints comes before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import loops  # noqa: E402
+import workloads  # noqa: E402
+
+
+def probe(name: str) -> dict:
+    try:
+        loops.factory(name)
+    except loops.Unavailable as exc:
+        return {"available": False, "reason": str(exc)}
+    return {"available": True, "version": loops.version(name)}
+
+
+def measure(workload_name: str, loop_name: str, n: int) -> dict:
+    workload = workloads.WORKLOADS[workload_name]
+    try:
+        factory = loops.factory(loop_name)
+    except loops.Unavailable as exc:
+        return {"error": f"unavailable: {exc}"}
+    # A small throwaway run first, so that lazy imports and first-call set-up
+    # in any loop (or in asyncio's Task machinery) stay out of the timing.
+    try:
+        workloads.run(workload, factory, min(n, workload.smoke_n))
+    except workloads.Misbehaved:
+        pass  # the measured run below reports it
+    try:
+        seconds = workloads.run(workload, factory, n)
+    except workloads.Misbehaved as exc:
+        return {"seconds": exc.seconds, "problem": str(exc)}
+    return {"seconds": seconds, "problem": None}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--probe":
+        result = probe(argv[1])
+    elif len(argv) == 3:
+        result = measure(argv[0], argv[1], int(argv[2]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    # Flush stdout before the JSON line: a workload's own output must not
+    # interleave with it.
+    sys.stdout.flush()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
