@@ -322,6 +322,8 @@ cdef class LoopCore:
                 if context is not None:
                     kwargs['context'] = context
                 return _Task(coro, loop=self, name=name, **kwargs)
+            if name is None:
+                return _Task(coro, loop=self)   # one keyword less to parse
             return _Task(coro, loop=self, name=name)
         if context is not None:
             task = factory(self, coro, context=context, **kwargs)
