@@ -10,10 +10,12 @@ import warnings
 
 from .base_events import new_event_loop
 
-try:
-    _BasePolicy = asyncio.events.BaseDefaultEventLoopPolicy
-except AttributeError:  # Python 3.14 renamed it when deprecating policies
-    _BasePolicy = asyncio.events._BaseDefaultEventLoopPolicy
+# The platform's own default policy, so that what it offers besides loops
+# (the child watcher API on Python < 3.14) keeps working after install().
+_BasePolicy = getattr(asyncio.unix_events, '_UnixDefaultEventLoopPolicy', None)
+if _BasePolicy is None:  # not a Unix build of asyncio
+    _BasePolicy = getattr(asyncio.events, 'BaseDefaultEventLoopPolicy', None) \
+        or asyncio.events._BaseDefaultEventLoopPolicy
 
 
 class EventLoopPolicy(_BasePolicy):
