@@ -1,6 +1,12 @@
 from .includes cimport timer_heap
 
 
+cdef extern from "Python.h":
+    int PyObject_GC_IsTracked(object o)
+    void PyObject_GC_Track(void *o)
+    void PyObject_GC_UnTrack(void *o)
+
+
 cdef class Handle:
     cdef:
         readonly object _callback
@@ -13,6 +19,15 @@ cdef class Handle:
         # the "Executing <Handle ...> took N seconds" warning.
         object _repr
         bint _debug
+        # How many of the loop's C containers (ready ring, timer heap, fd
+        # table) hold this handle.  While it is in any, the handle is not
+        # tracked by the cycle collector: the loop's traverse reports the
+        # handle's references instead (see loop.pyx), so a million queued
+        # callbacks do not make every collection walk a million objects.
+        unsigned int _queued
+        # Marks the handle as reported in one traverse of its loop, so a
+        # handle held twice (fd table and ready ring) is reported once.
+        unsigned long _gc_epoch
 
     cdef int _run_callback(self) except -1
     cdef int _cancel(self) except -1
@@ -36,3 +51,17 @@ cdef Handle new_handle(object callback, tuple args, object loop,
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap)
+
+
+# Call after a loop container took its reference to `h`.
+cdef inline void handle_enqueued(Handle h) noexcept:
+    h._queued += 1
+    if h._queued == 1 and PyObject_GC_IsTracked(h):
+        PyObject_GC_UnTrack(<void *>h)
+
+
+# Call before a loop container drops its reference to `h`.
+cdef inline void handle_dequeued(Handle h) noexcept:
+    h._queued -= 1
+    if h._queued == 0 and not PyObject_GC_IsTracked(h):
+        PyObject_GC_Track(<void *>h)

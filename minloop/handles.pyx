@@ -151,6 +151,7 @@ cdef class TimerHandle(Handle):
             # cancels millions of timeouts holds no dead timers.  The caller
             # holds a reference to self, so dropping the heap's is safe.
             heap_remove(self._heap, <size_t>pos)
+            handle_dequeued(self)
             Py_DECREF(self)
         return Handle._cancel(self)
 

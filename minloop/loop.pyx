@@ -23,7 +23,7 @@ from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
 
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.object cimport PyObject, PyCallable_Check
+from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.errno cimport EINTR
 from libc.math cimport ceil, isnan
@@ -32,7 +32,8 @@ from libc.stdlib cimport calloc, realloc, free
 from libc.string cimport memset
 
 from .includes cimport *
-from .handles cimport Handle, TimerHandle, new_handle, new_timer
+from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
+                       handle_enqueued, handle_dequeued)
 
 
 # Our own view of the two type slots we extend (see _install_gc_hooks):
@@ -202,6 +203,7 @@ cdef class LoopCore:
         if ring_push(&self._ready, <void *>handle) < 0:
             raise MemoryError()
         Py_INCREF(handle)
+        handle_enqueued(handle)
         return 0
 
     def _add_callback(self, Handle handle):
@@ -286,6 +288,7 @@ cdef class LoopCore:
         if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
             raise MemoryError()
         Py_INCREF(timer)
+        handle_enqueued(timer)
         return timer
 
     def _timer_handle_cancelled(self, handle):
@@ -420,6 +423,7 @@ cdef class LoopCore:
                     break
                 heap_pop(&self._timers)
                 if ring_push(&self._ready, item) < 0:
+                    handle_dequeued(<Handle>item)
                     Py_DECREF(<object>item)
                     raise MemoryError()
 
@@ -431,6 +435,7 @@ cdef class LoopCore:
         for i in range(ntodo):
             item = ring_pop(&self._ready)
             handle = <Handle>item
+            handle_dequeued(handle)
             Py_DECREF(handle)   # the ring's reference; `handle` holds its own
             if handle._cancelled:
                 continue
@@ -548,11 +553,13 @@ cdef class LoopCore:
             self._fds[fd].writer = <void *>handle if handle is not None else NULL
         if handle is not None:
             Py_INCREF(handle)
+            handle_enqueued(handle)
         if mask == 0:
             self._fd_objects.pop(fd, None)
         if old == NULL:
             return None
         result = <object>old
+        handle_dequeued(<Handle>old)
         Py_DECREF(result)   # the table's reference; `result` holds its own
         return result
 
@@ -653,6 +660,7 @@ cdef class LoopCore:
             item = ring_pop(&self._ready)
             if item == NULL:
                 break
+            handle_dequeued(<Handle>item)
             Py_DECREF(<object>item)
 
     cdef void _clear_timers(self):
@@ -661,6 +669,7 @@ cdef class LoopCore:
             item = heap_pop(&self._timers)
             if item == NULL:
                 break
+            handle_dequeued(<Handle>item)
             Py_DECREF(<object>item)
 
     cdef void _clear_fd_table(self):
@@ -675,8 +684,12 @@ cdef class LoopCore:
             if self._fds[fd].mask and self._poller.fd >= 0:
                 poller_modify(&self._poller, fd, self._fds[fd].mask, 0)
             self._fds[fd].mask = 0
-            Py_XDECREF(<PyObject *>reader)
-            Py_XDECREF(<PyObject *>writer)
+            if reader != NULL:
+                handle_dequeued(<Handle>reader)
+                Py_DECREF(<object>reader)
+            if writer != NULL:
+                handle_dequeued(<Handle>writer)
+                Py_DECREF(<object>writer)
         self._user_fds = 0
 
     def _close_core(self):
@@ -701,33 +714,57 @@ cdef class LoopCore:
 # "unclosed event loop").  So LoopCore's traverse and clear slots are
 # extended to visit and drop what those containers hold.
 
+#
+# Queued handles are untracked (see Handle._queued), so the loop reports
+# their references as its own: for the collector, a queued handle is part of
+# the loop.  That is exact while the loop is alive.  When an unclosed loop
+# becomes garbage, its finalizer (Loop.__del__ -> close()) empties the
+# containers before anything is cleared, so a handle that outlives the loop
+# (held by user code) never has its references cleared under it.
+
 cdef gc_traverseproc _base_traverse = NULL
 cdef gc_inquiry _base_clear = NULL
+cdef unsigned long _traverse_epoch = 0
+
+
+cdef inline int _visit_handle(void *item, gc_visitproc visit, void *arg,
+                              unsigned long epoch) noexcept:
+    cdef Handle handle = <Handle>item
+    if PyObject_GC_IsTracked(handle):
+        return visit(<PyObject *>item, arg)
+    if handle._gc_epoch == epoch:
+        return 0   # already reported in this traverse
+    handle._gc_epoch = epoch
+    return (<gc_type *>Py_TYPE(handle)).tp_traverse(<PyObject *>item, visit, arg)
 
 
 cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
+    global _traverse_epoch
     cdef LoopCore self = <LoopCore>obj
     cdef size_t i
     cdef int fd, rc
+    cdef unsigned long epoch
     if _base_traverse != NULL:
         rc = _base_traverse(obj, visit, arg)
         if rc:
             return rc
+    _traverse_epoch += 1
+    epoch = _traverse_epoch
     for i in range(ring_len(&self._ready)):
-        rc = visit(<PyObject *>ring_at(&self._ready, i), arg)
+        rc = _visit_handle(ring_at(&self._ready, i), visit, arg, epoch)
         if rc:
             return rc
     for i in range(heap_len(&self._timers)):
-        rc = visit(<PyObject *>heap_item_at(&self._timers, i), arg)
+        rc = _visit_handle(heap_item_at(&self._timers, i), visit, arg, epoch)
         if rc:
             return rc
     for fd in range(self._fds_size):
         if self._fds[fd].reader != NULL:
-            rc = visit(<PyObject *>self._fds[fd].reader, arg)
+            rc = _visit_handle(self._fds[fd].reader, visit, arg, epoch)
             if rc:
                 return rc
         if self._fds[fd].writer != NULL:
-            rc = visit(<PyObject *>self._fds[fd].writer, arg)
+            rc = _visit_handle(self._fds[fd].writer, visit, arg, epoch)
             if rc:
                 return rc
     return 0
