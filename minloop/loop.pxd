@@ -25,6 +25,8 @@ cdef class LoopCore:
         # is 0 and callbacks are ready, a poll could observe nothing.
         int _user_fds
         unsigned int _skipped_polls
+        # Wake-up writes made by call_soon_threadsafe (for tests).
+        readonly unsigned long _wakeups_sent
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects

@@ -246,6 +246,7 @@ cdef class LoopCore:
         self._push_ready(handle)
         if self._polling:
             self._polling = False
+            self._wakeups_sent += 1
             wakeup_signal(&self._wakeup)
         return handle
 

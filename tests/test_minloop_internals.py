@@ -5,6 +5,7 @@ to the garbage collector."""
 
 import gc
 import os
+import time
 import socket
 import sys
 import tracemalloc
@@ -281,3 +282,35 @@ def test_million_queued_callbacks_are_not_walked_by_collections(loop):
 def asyncio_sleep(delay):
     import asyncio
     return asyncio.sleep(delay)
+
+
+def test_threadsafe_wakes_only_a_blocked_loop(loop):
+    """call_soon_threadsafe writes to the wake-up fd only while the loop is
+    (about to be) blocked in the poller, and once per sleep."""
+    import threading
+
+    # Not running: nothing to wake.
+    t = threading.Thread(target=lambda: [loop.call_soon_threadsafe(int) for _ in range(1000)])
+    t.start()
+    t.join()
+    assert loop._wakeups_sent == 0
+    run_one_iteration(loop)
+
+    # Blocked in a long poll: one burst of calls from a thread wakes it once.
+    done = []
+
+    def burst():
+        time.sleep(0.1)   # let the loop block in the poller first
+        for _ in range(1000):
+            loop.call_soon_threadsafe(done.append, 1)
+        loop.call_soon_threadsafe(loop.stop)
+
+    loop.call_later(30, loop.stop)     # the poll would block for 30 s
+    loop.call_soon(lambda: threading.Thread(target=burst).start())
+    t0 = loop.time()
+    loop.run_forever()
+    assert loop.time() - t0 < 5
+    assert len(done) == 1000
+    # One write per blocking poll; the loop may block again between the
+    # thread's calls, but never once per call.
+    assert 1 <= loop._wakeups_sent < 100
