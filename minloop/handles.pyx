@@ -11,7 +11,8 @@ import sys
 from asyncio import format_helpers as _format_helpers
 
 cimport cython
-from cpython.contextvars cimport PyContext_CopyCurrent, PyContext_Enter, PyContext_Exit
+from cpython.contextvars cimport (PyContext_CheckExact, PyContext_CopyCurrent,
+                                  PyContext_Enter, PyContext_Exit)
 from cpython.ref cimport Py_DECREF
 
 from .includes cimport heap_remove
@@ -80,7 +81,13 @@ cdef class Handle:
         cdef object context = self._context
         cdef object callback = self._callback
         cdef tuple args = self._args
-        PyContext_Enter(context)
+        try:
+            PyContext_Enter(context)
+        except Exception as exc:
+            # Already entered (a nested run in the same context): asyncio's
+            # Context.run() fails inside the handle's try, so it is reported.
+            self._report(exc)
+            return 0
         try:
             if args:
                 callback(*args)
@@ -164,10 +171,14 @@ cdef class TimerHandle(Handle):
         return self._when
 
 
-cdef inline void _init_handle(Handle h, object callback, tuple args,
-                              object loop, object context, bint debug):
+cdef inline int _init_handle(Handle h, object callback, tuple args,
+                              object loop, object context, bint debug) except -1:
     if context is None:
         context = PyContext_CopyCurrent()
+    elif not PyContext_CheckExact(context):
+        # asyncio fails only when the callback is due; say so at the call.
+        raise TypeError(f'context must be a contextvars.Context, '
+                        f'got {type(context).__name__}')
     h._callback = callback
     h._args = args
     h._context = context
@@ -177,6 +188,7 @@ cdef inline void _init_handle(Handle h, object callback, tuple args,
         # The innermost Python frame is the caller of call_soon & co.:
         # the loop's own methods are compiled and add none.
         h._source_traceback = _extract_stack(_getframe(0))
+    return 0
 
 
 cdef Handle new_handle(object callback, tuple args, object loop,

@@ -354,3 +354,34 @@ def test_keyboard_interrupt_in_own_task_is_not_reported_later(loop, handled):
         loop.run_until_complete(main())
     gc.collect()
     assert handled == []
+
+
+def test_callback_in_an_already_entered_context_is_reported(loop):
+    """A handle whose context is already entered (the loop runs inside that
+    very context) cannot enter it: asyncio reports that through the exception
+    handler and goes on; it must not escape run_forever."""
+    import contextvars
+
+    ctx = contextvars.copy_context()
+    reported = []
+    ran = []
+    loop.set_exception_handler(lambda lp, context: reported.append(context))
+    loop.call_soon(ran.append, 'bad', context=ctx)
+    loop.call_soon(ran.append, 'next')
+    loop.call_soon(loop.stop)
+    ctx.run(loop.run_forever)
+    assert ran == ['next']
+    assert len(reported) == 1
+    assert isinstance(reported[0]['exception'], RuntimeError)
+    assert reported[0]['message'].startswith('Exception in callback')
+
+
+def test_non_context_rejected_at_call_minloop_is_stricter(loop, loop_kind):
+    """minloop is stricter: a context= that is not a contextvars.Context is a
+    TypeError at the call (asyncio fails later, when the callback is due)."""
+    if loop_kind != "minloop":
+        pytest.skip("asyncio does not make this promise; minloop is stricter")
+    with pytest.raises(TypeError, match='contextvars.Context'):
+        loop.call_soon(print, context={'not': 'a context'})
+    with pytest.raises(TypeError, match='contextvars.Context'):
+        loop.call_later(1, print, context=42)
