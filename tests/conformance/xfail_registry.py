@@ -111,12 +111,6 @@ XFAIL = {
             "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
             "test_events::EventLoopTests::test_write_pty"),
     "test_events::SubprocessTests::*": SUBPROCESS,
-    # Their setUp calls asyncio.set_child_watcher(SafeChildWatcher()), which
-    # minloop.EventLoopPolicy does not implement (NotImplementedError); the
-    # tests themselves are about get_event_loop()/get_running_loop().
-    "test_events::Test*GetEventLoop::*":
-        "needs subprocess: setUp calls asyncio.set_child_watcher(), "
-        "not implemented by minloop.EventLoopPolicy, issue 4",
 
     # --- asyncio internals ----------------------------------------------------
     # Counts calls of loop._run_once (patched on the instance) and names
@@ -126,6 +120,16 @@ XFAIL = {
 }
 
 XFAIL_BY_VERSION = {
+    (3, 12): {
+        "test_events::EventLoopTests::test_create_server_trsock":
+            networking("create_server"),
+    },
+    (3, 13): {
+        "test_events::EventLoopTests::test_create_server_trsock":
+            networking("create_server"),
+        "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
+            networking("create_datagram_endpoint"),
+    },
 }
 
 
