@@ -55,6 +55,8 @@ cdef class LoopCore:
                   object context, str method)
     cdef int _fileobj_to_fd(self, object fileobj) except -1
     cdef int _lookup_fd(self, object fileobj) except -2
+    cdef Handle _add_fd_handle(self, object fd, int which, object callback,
+                               tuple args)
     cdef bint _remove_fd_handle(self, object fd, int which) except -1
     cdef int _ensure_fd_slot(self, int fd) except -1
     cdef int _set_interest(self, int fd, int mask) except -1

@@ -587,27 +587,24 @@ cdef class LoopCore:
                     return fd
             raise
 
-    def _add_reader(self, fd, callback, *args):
+    cdef Handle _add_fd_handle(self, object fd, int which, object callback,
+                               tuple args):
+        """Install a new reader or writer for fd, cancelling the one it replaces."""
         self._check_closed_fast()
         cdef int fdn = self._fileobj_to_fd(fd)
         cdef Handle handle = new_handle(callback, args, self, None, self._debug)
-        old = self._set_fd_handle(fdn, POLLER_READ, handle)
+        old = self._set_fd_handle(fdn, which, handle)
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
         if old is not None:
             (<Handle>old)._cancel()
         return handle
 
+    def _add_reader(self, fd, callback, *args):
+        return self._add_fd_handle(fd, POLLER_READ, callback, args)
+
     def _add_writer(self, fd, callback, *args):
-        self._check_closed_fast()
-        cdef int fdn = self._fileobj_to_fd(fd)
-        cdef Handle handle = new_handle(callback, args, self, None, self._debug)
-        old = self._set_fd_handle(fdn, POLLER_WRITE, handle)
-        if not isinstance(fd, int):
-            self._fd_objects[fdn] = fd
-        if old is not None:
-            (<Handle>old)._cancel()
-        return handle
+        return self._add_fd_handle(fd, POLLER_WRITE, callback, args)
 
     def _remove_reader(self, fd):
         return self._remove_fd_handle(fd, POLLER_READ)
