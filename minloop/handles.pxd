@@ -11,7 +11,12 @@ cdef class Handle:
     cdef:
         readonly object _callback
         readonly tuple _args
-        readonly object _context
+        # The context the callback runs in.  While `_context_shared`, it is
+        # a snapshot shared with other handles (see _context_snapshot in
+        # handles.pyx) that nobody may enter: the handle takes a private
+        # copy when it runs or when someone asks for its context.
+        object _context
+        bint _context_shared
         readonly object _loop
         readonly bint _cancelled
         readonly object _source_traceback
@@ -31,6 +36,7 @@ cdef class Handle:
 
     cdef int _run_callback(self) except -1
     cdef int _cancel(self) except -1
+    cdef object _own_context(self)
     cdef _report(self, exc)
 
 

@@ -11,11 +11,47 @@ import sys
 from asyncio import format_helpers as _format_helpers
 
 cimport cython
-from cpython.contextvars cimport (PyContext_CheckExact, PyContext_CopyCurrent,
-                                  PyContext_Enter, PyContext_Exit)
+from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
+                                  PyContext_CopyCurrent, PyContext_Enter,
+                                  PyContext_Exit)
 from cpython.ref cimport Py_DECREF
 
 from .includes cimport heap_remove
+
+from cpython.object cimport PyObject
+
+
+cdef extern from "Python.h":
+    # CPython's thread state (cpython/pystate.h): the current context.
+    ctypedef struct PyThreadState:
+        PyObject *context
+    PyThreadState *PyThreadState_Get()
+
+
+cdef extern from *:
+    """
+    /* The layout of a contextvars.Context, as CPython 3.7 to 3.13 define it
+     * (internal/pycore_context.h): its variables live in an immutable HAMT
+     * that every ContextVar.set()/reset() replaces.  Used only where this
+     * build knows the layout, and only after _check_context_layout() has
+     * confirmed it at import time. */
+    #if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    #define MINLOOP_KNOWN_CONTEXT_LAYOUT 1
+    #else
+    #define MINLOOP_KNOWN_CONTEXT_LAYOUT 0
+    #endif
+    typedef struct {
+        PyObject_HEAD
+        PyObject *ctx_prev;
+        PyObject *ctx_vars;
+        PyObject *ctx_weakreflist;
+        int ctx_entered;
+    } minloop_context_layout;
+    #define minloop_context_vars(ctx) (((minloop_context_layout *)(ctx))->ctx_vars)
+    """
+    bint MINLOOP_KNOWN_CONTEXT_LAYOUT
+    PyObject *minloop_context_vars(PyObject *ctx)
+
 
 # asyncio 3.13 added a `debug` keyword to the helper that formats callbacks.
 cdef bint _FORMAT_TAKES_DEBUG = sys.version_info >= (3, 13)
@@ -55,6 +91,17 @@ cdef class Handle:
         return '<{}>'.format(' '.join(self._repr_info()))
 
     def get_context(self):
+        return self._own_context()
+
+    @property
+    def _context(self):
+        return self._own_context()
+
+    cdef object _own_context(self):
+        """The handle's own context, copied from the shared snapshot once."""
+        if self._context_shared:
+            self._context = PyContext_Copy(self._context)
+            self._context_shared = False
         return self._context
 
     def cancel(self):
@@ -78,7 +125,7 @@ cdef class Handle:
         self._run_callback()
 
     cdef int _run_callback(self) except -1:
-        cdef object context = self._context
+        cdef object context = self._own_context()
         cdef object callback = self._callback
         cdef tuple args = self._args
         try:
@@ -171,10 +218,69 @@ cdef class TimerHandle(Handle):
         return self._when
 
 
+# ----------------------------------------------------------------------
+# Context snapshots
+#
+# asyncio copies the current context for every callback scheduled without
+# context= (contextvars.copy_context()), and each copy is a new object for
+# the cycle collector to count and walk.  Yet a server schedules thousands of
+# callbacks from one unchanged context.  A context's variables live in an
+# immutable map (a HAMT) that every ContextVar.set()/reset() replaces, so
+# while the current context still holds the very map our last copy holds,
+# that copy has the same values and is shared.  Nobody ever enters the shared
+# snapshot: a handle takes its private copy (PyContext_Copy, from CPython's
+# free list) when it runs or when its context is asked for, so each callback
+# still runs in a context of its own, with the values current when it was
+# scheduled.  Where the layout is unknown or fails the import-time check,
+# every handle gets its own copy at once, as in asyncio.
+
+cdef bint _share_snapshots = False
+cdef PyObject *_snapshot_vars = NULL   # the snapshot's variables (it keeps them alive)
+cdef object _snapshot = None
+
+
+cdef inline object _context_snapshot():
+    global _snapshot_vars, _snapshot
+    cdef PyObject *current = PyThreadState_Get().context
+    if current != NULL and minloop_context_vars(current) == _snapshot_vars:
+        return _snapshot   # same variables, same values: same snapshot
+    snapshot = PyContext_CopyCurrent()
+    _snapshot_vars = minloop_context_vars(<PyObject *>snapshot)
+    _snapshot = snapshot
+    return snapshot
+
+
+def _check_context_layout():
+    """Confirm at import time what snapshot sharing assumes of CPython."""
+    import contextvars
+    probe = contextvars.ContextVar('minloop_probe')
+
+    def check():
+        current = PyThreadState_Get().context
+        before = minloop_context_vars(current)
+        copy = PyContext_CopyCurrent()
+        shares = minloop_context_vars(<PyObject *>copy) == before
+        probe.set(1)
+        after = minloop_context_vars(PyThreadState_Get().context)
+        return (shares and after != before and after != NULL and
+                type(<object>after).__name__ == 'hamt' and
+                probe not in copy and len(<object>after) == len(copy) + 1)
+
+    return bool(contextvars.copy_context().run(check))
+
+
+if MINLOOP_KNOWN_CONTEXT_LAYOUT:
+    _share_snapshots = _check_context_layout()
+
+
 cdef inline int _init_handle(Handle h, object callback, tuple args,
                               object loop, object context, bint debug) except -1:
     if context is None:
-        context = PyContext_CopyCurrent()
+        if _share_snapshots:
+            context = _context_snapshot()
+            h._context_shared = True
+        else:
+            context = PyContext_CopyCurrent()
     elif not PyContext_CheckExact(context):
         # asyncio fails only when the callback is due; say so at the call.
         raise TypeError(f'context must be a contextvars.Context, '

@@ -356,11 +356,12 @@ def test_keyboard_interrupt_in_own_task_is_not_reported_later(loop, handled):
     assert handled == []
 
 
-def test_callback_in_an_already_entered_context_is_reported(loop):
+def test_callback_in_an_already_entered_context_is_reported(loop, caplog):
     """A handle whose context is already entered (the loop runs inside that
     very context) cannot enter it: asyncio reports that through the exception
     handler and goes on; it must not escape run_forever."""
     import contextvars
+    import sys
 
     ctx = contextvars.copy_context()
     reported = []
@@ -371,9 +372,16 @@ def test_callback_in_an_already_entered_context_is_reported(loop):
     loop.call_soon(loop.stop)
     ctx.run(loop.run_forever)
     assert ran == ['next']
-    assert len(reported) == 1
-    assert isinstance(reported[0]['exception'], RuntimeError)
-    assert reported[0]['message'].startswith('Exception in callback')
+    if sys.version_info >= (3, 12):
+        # 3.12 runs the custom handler in the handle's context, which cannot
+        # be entered either: asyncio logs both errors instead.
+        assert reported == []
+        assert 'Unhandled error in exception handler' in caplog.text
+        assert 'is already entered' in caplog.text
+    else:
+        assert len(reported) == 1
+        assert isinstance(reported[0]['exception'], RuntimeError)
+        assert reported[0]['message'].startswith('Exception in callback')
 
 
 def test_non_context_rejected_at_call_minloop_is_stricter(loop, loop_kind):

@@ -1,0 +1,129 @@
+"""Each callback scheduled without context= runs in its own copy of the
+context that was current when it was scheduled (asyncio's Handle semantics).
+
+minloop shares one snapshot between handles scheduled from an unchanged
+context and gives each handle its private copy when it runs or when its
+context is asked for; these tests hold it to asyncio's behaviour."""
+
+import contextvars
+import threading
+
+import pytest
+
+import sys
+
+
+@pytest.fixture
+def var():
+    """A fresh variable per test: values set in one test stay in pytest's
+    context, so a shared variable would carry them into the next."""
+    return contextvars.ContextVar('var', default='unset')
+
+
+@pytest.fixture
+def get_context_supported(loop_kind):
+    if loop_kind == 'asyncio' and sys.version_info < (3, 12):
+        pytest.skip('asyncio.Handle.get_context() is new in Python 3.12')
+
+
+def run_batch(loop):
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+
+
+def test_callback_sees_values_from_schedule_time(loop, var):
+    seen = []
+    var.set('a')
+    loop.call_soon(lambda: seen.append(var.get()))
+    var.set('b')
+    loop.call_soon(lambda: seen.append(var.get()))
+    loop.call_later(0, lambda: seen.append(var.get()))
+    var.set('c')
+    loop.run_until_complete(_sleep(0.001))
+    assert seen == ['a', 'b', 'b']
+
+
+def test_a_callbacks_set_does_not_leak_to_its_siblings(loop, var):
+    """Handles scheduled back to back from one context: each has its own."""
+    seen = []
+
+    def setter(value):
+        seen.append(var.get())
+        var.set(value)
+        seen.append(var.get())
+
+    var.set('base')
+    for value in ('x', 'y', 'z'):
+        loop.call_soon(setter, value)
+    loop.call_later(0, setter, 't')
+    run_batch(loop)
+    loop.run_until_complete(_sleep(0.001))
+    assert seen == ['base', 'x', 'base', 'y', 'base', 'z', 'base', 't']
+    assert var.get() == 'base'
+
+
+def test_get_context_is_the_context_the_callback_runs_in(loop, var, get_context_supported):
+    seen = []
+    var.set('outer')
+    h1 = loop.call_soon(lambda: seen.append(('h1', var.get())))
+    h2 = loop.call_soon(lambda: seen.append(('h2', var.get())))
+    ctx = h1.get_context()
+    assert isinstance(ctx, contextvars.Context)
+    assert ctx[var] == 'outer'
+    assert h1.get_context() is ctx            # stable
+    ctx.run(var.set, 'changed-for-h1')        # only h1 runs in ctx
+    run_batch(loop)
+    assert seen == [('h1', 'changed-for-h1'), ('h2', 'outer')]
+    assert h2.get_context() is not ctx
+
+
+def test_get_context_after_run_shows_the_callbacks_changes(loop, var, get_context_supported):
+    var.set('before')
+    h = loop.call_soon(var.set, 'set-by-callback')
+    run_batch(loop)
+    assert h.get_context()[var] == 'set-by-callback'
+    assert var.get() == 'before'
+
+
+def test_threads_schedule_with_their_own_contexts(loop, var):
+    seen = []
+    var.set('loop-thread')
+
+    def other_thread():
+        var.set('worker')
+        loop.call_soon_threadsafe(lambda: seen.append(var.get()))
+        loop.call_soon_threadsafe(loop.stop)
+
+    loop.call_soon(lambda: seen.append(var.get()))
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    loop.run_forever()
+    assert seen == ['loop-thread', 'worker']
+
+
+def test_context_reset_between_calls_is_seen(loop, var):
+    seen = []
+    token = var.set('one')
+    loop.call_soon(lambda: seen.append(var.get()))
+    var.reset(token)
+    loop.call_soon(lambda: seen.append(var.get()))
+    run_batch(loop)
+    assert seen == ['one', 'unset']
+
+
+def test_scheduling_from_inside_another_context(loop, var):
+    seen = []
+    ctx = contextvars.copy_context()
+    ctx.run(var.set, 'inside')
+    var.set('outside')
+    ctx.run(loop.call_soon, lambda: seen.append(var.get()))
+    loop.call_soon(lambda: seen.append(var.get()))
+    ctx.run(loop.call_soon, lambda: seen.append(var.get()))
+    run_batch(loop)
+    assert seen == ['inside', 'outside', 'inside']
+
+
+async def _sleep(d):
+    import asyncio
+    await asyncio.sleep(d)
