@@ -51,6 +51,8 @@ cdef class TimerHandle(Handle):
     cdef bint _equal(self, TimerHandle o) except -1
 
 
+cdef void forget_context_snapshot() noexcept
+
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug)
 

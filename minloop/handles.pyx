@@ -250,6 +250,15 @@ cdef inline object _context_snapshot():
     return snapshot
 
 
+cdef void forget_context_snapshot() noexcept:
+    """Drop the cached snapshot, so that it does not keep the values of a
+    finished request's context variables alive once its handles are gone."""
+    global _snapshot_vars, _snapshot
+    if _snapshot_vars != NULL:
+        _snapshot_vars = NULL
+        _snapshot = None
+
+
 def _check_context_layout():
     """Confirm at import time what snapshot sharing assumes of CPython."""
     import contextvars

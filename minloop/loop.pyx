@@ -33,7 +33,8 @@ from libc.string cimport memset
 
 from .includes cimport *
 from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
-                       handle_enqueued, handle_dequeued)
+                       handle_enqueued, handle_dequeued,
+                       forget_context_snapshot)
 
 
 # Our own view of the two type slots we extend (see _install_gc_hooks):
@@ -444,6 +445,9 @@ cdef class LoopCore:
                 self._run_ready(handle)
             else:
                 handle._run_callback()
+        # Snapshots are shared within an iteration's burst of scheduling;
+        # across iterations they would only keep old values alive.
+        forget_context_snapshot()
         return 0
 
     cdef int _run_ready(self, Handle handle) except -1:
@@ -693,6 +697,7 @@ cdef class LoopCore:
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
         self._closed = True
+        forget_context_snapshot()
         self._clear_ready()
         self._clear_timers()
         self._clear_fd_table()

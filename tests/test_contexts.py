@@ -127,3 +127,28 @@ def test_scheduling_from_inside_another_context(loop, var):
 async def _sleep(d):
     import asyncio
     await asyncio.sleep(d)
+
+
+def test_context_values_are_not_kept_alive_after_their_callbacks(loop, var):
+    """A value held only by a context variable dies with the handles that
+    captured it (no cache may keep it), as with asyncio's per-handle copies."""
+    import gc
+    import weakref
+
+    class Request:
+        pass
+
+    def schedule():
+        request = Request()
+        var.set(request)
+        loop.call_soon(lambda: None)
+        loop.call_later(0, lambda: None)
+        # Everything is scheduled from this one context, the stop included,
+        # so nothing scheduled later could displace a cached copy.
+        loop.call_later(0.002, loop.stop)
+        return weakref.ref(request)
+
+    ref = contextvars.copy_context().run(schedule)
+    loop.run_forever()
+    gc.collect()
+    assert ref() is None
