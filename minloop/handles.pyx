@@ -14,11 +14,10 @@ cimport cython
 from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
 
 from .includes cimport heap_remove
-
-from cpython.object cimport PyObject
 
 
 cdef extern from "Python.h":
