@@ -172,14 +172,19 @@ def test_call_soon_without_callback(loop):
         loop.call_soon()
 
 
-@pytest.mark.parametrize("method,prefix", [
+# (the name in asyncio's debug-mode message, how to schedule a callback)
+SCHEDULERS = [
     ("call_soon", lambda lp, cb: lp.call_soon(cb)),
     ("call_soon_threadsafe", lambda lp, cb: lp.call_soon_threadsafe(cb)),
     # call_later delegates to call_at, and asyncio's message says so.
     ("call_at", lambda lp, cb: lp.call_later(1, cb)),
     ("call_at", lambda lp, cb: lp.call_at(1, cb)),
     ("run_in_executor", lambda lp, cb: lp.run_in_executor(None, cb)),
-], ids=["call_soon", "call_soon_threadsafe", "call_later", "call_at", "run_in_executor"])
+]
+SCHEDULER_IDS = ["call_soon", "call_soon_threadsafe", "call_later", "call_at", "run_in_executor"]
+
+
+@pytest.mark.parametrize("method,prefix", SCHEDULERS, ids=SCHEDULER_IDS)
 def test_debug_non_callable_rejected(loop, method, prefix):
     """Debug mode: a non-callable callback -> TypeError naming the method."""
     loop.set_debug(True)
@@ -189,13 +194,7 @@ def test_debug_non_callable_rejected(loop, method, prefix):
         assert str(ei.value) == f"a callable object was expected by {method}(), got {bad!r}"
 
 
-@pytest.mark.parametrize("method,call", [
-    ("call_soon", lambda lp, cb: lp.call_soon(cb)),
-    ("call_soon_threadsafe", lambda lp, cb: lp.call_soon_threadsafe(cb)),
-    ("call_at", lambda lp, cb: lp.call_later(1, cb)),
-    ("call_at", lambda lp, cb: lp.call_at(1, cb)),
-    ("run_in_executor", lambda lp, cb: lp.run_in_executor(None, cb)),
-], ids=["call_soon", "call_soon_threadsafe", "call_later", "call_at", "run_in_executor"])
+@pytest.mark.parametrize("method,call", SCHEDULERS, ids=SCHEDULER_IDS)
 def test_debug_coroutine_rejected(loop, method, call):
     """Debug mode: a coroutine function or object as callback -> TypeError naming the method."""
     loop.set_debug(True)
