@@ -15,6 +15,7 @@ import weakref
 
 from asyncio import base_events as _aio_base
 from asyncio import coroutines as _aio_coroutines
+from asyncio import selector_events as _aio_selector
 
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
@@ -27,9 +28,7 @@ _NOT_BUILT = {
     'networking (issue 3)': (
         'create_connection', 'create_server', 'create_unix_connection',
         'create_unix_server', 'create_datagram_endpoint',
-        'connect_accepted_socket', 'sock_recv', 'sock_recv_into',
-        'sock_recvfrom', 'sock_recvfrom_into', 'sock_sendall', 'sock_sendto',
-        'sock_connect', 'sock_accept',
+        'connect_accepted_socket',
     ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
         'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
@@ -163,10 +162,19 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             None, socket.getnameinfo, sockaddr, flags)
 
 
+# The sock_* methods: asyncio's selector-loop implementation (syscall first,
+# a reader or writer only on EAGAIN) over our compiled fd table, so their
+# semantics, errors and cancellation are the running Python's exactly.  The
+# compiled versions come with the networking issue.
+for _name, _value in vars(_aio_selector.BaseSelectorEventLoop).items():
+    if _name.startswith(('sock_', '_sock_')) and _name != 'sock_sendfile':
+        setattr(Loop, _name, _value)
+Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
+
 for _feature, _names in _NOT_BUILT.items():
     for _name in _names:
         setattr(Loop, _name, _not_built(_name, _feature))
-del _feature, _names, _name
+del _feature, _names, _name, _value
 
 
 def new_event_loop():

@@ -99,6 +99,8 @@ XFAIL = {
             "test_events::EventLoopTests::test_create_datagram_endpoint_sock"),
     **_each(networking("sock_recv"),
             "test_events::EventLoopTests::test_prompt_cancellation"),
+    **_each(networking("create_connection"),
+            "test_sock_lowlevel::SockLowLevelTests::test_create_connection_sock"),
 
     # --- pipes and subprocesses (issue 4) -----------------------------------
     **_each(pipes("connect_read_pipe"),
