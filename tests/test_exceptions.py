@@ -176,8 +176,8 @@ def test_failing_handler_falls_back_to_default(loop, caplog, run_briefly):
 
 def test_subclass_overriding_default_handler_is_used(loop_kind, loop_factory):
     """A loop subclass may override default_exception_handler; errors are routed there."""
-    base = type(loop_factory())
     tmp = loop_factory()
+    base = type(tmp)
     tmp.close()
 
     seen = []
