@@ -25,8 +25,10 @@ cdef class LoopCore:
         # is 0 and callbacks are ready, a poll could observe nothing.
         int _user_fds
         unsigned int _skipped_polls
-        # Wake-up writes made by call_soon_threadsafe (for tests).
+        # Wake-up writes made by call_soon_threadsafe, and interest
+        # changes made in the poller (both for tests).
         readonly unsigned long _wakeups_sent
+        readonly unsigned long _poller_changes
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects

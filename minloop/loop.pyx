@@ -531,6 +531,7 @@ cdef class LoopCore:
         rc = poller_modify(&self._poller, fd, old, mask)
         if rc < 0:
             _raise_errno(rc)
+        self._poller_changes += 1
         if old == 0:
             self._user_fds += 1
         elif mask == 0:

@@ -314,3 +314,28 @@ def test_threadsafe_wakes_only_a_blocked_loop(loop):
     # One write per blocking poll; the loop may block again between the
     # thread's calls, but never once per call.
     assert 1 <= loop._wakeups_sent < 100
+
+
+def test_interest_changes_reach_the_poller_only_when_they_change(loop):
+    """No redundant epoll_ctl: re-adding a reader, or removing what is not
+    there, leaves the kernel's interest set alone."""
+    r, w = os.pipe()
+    try:
+        base = loop._poller_changes
+        loop.add_reader(r, int)
+        assert loop._poller_changes == base + 1
+        loop.add_reader(r, float)            # replaces the handle only
+        assert loop._poller_changes == base + 1
+        loop.add_writer(r, int)              # read -> read|write
+        assert loop._poller_changes == base + 2
+        loop.add_writer(r, float)
+        assert loop._poller_changes == base + 2
+        assert loop.remove_writer(r) is True
+        assert loop._poller_changes == base + 3
+        assert loop.remove_writer(r) is False
+        assert loop.remove_reader(r) is True
+        assert loop.remove_reader(r) is False
+        assert loop._poller_changes == base + 4
+    finally:
+        os.close(r)
+        os.close(w)
