@@ -676,6 +676,13 @@ cdef class LoopCore:
             Py_DECREF(<object>item)
 
     cdef void _clear_fd_table(self):
+        """Drop every reader and writer without telling the kernel.
+
+        Only for a loop that is closing (or garbage): closing the poller's fd
+        drops its interest set.  Deleting registrations one by one instead
+        would reach into the parent's interest set when a forked child closes
+        an inherited loop, since parent and child share the epoll instance.
+        """
         cdef int fd
         cdef void *reader
         cdef void *writer
@@ -684,8 +691,6 @@ cdef class LoopCore:
             writer = self._fds[fd].writer
             self._fds[fd].reader = NULL
             self._fds[fd].writer = NULL
-            if self._fds[fd].mask and self._poller.fd >= 0:
-                poller_modify(&self._poller, fd, self._fds[fd].mask, 0)
             self._fds[fd].mask = 0
             if reader != NULL:
                 handle_dequeued(<Handle>reader)

@@ -57,7 +57,8 @@ class SignalHandlingMixin:
                               source=self)
                 self._signal_handlers.clear()
         if self._ssock is not None:
-            self._remove_reader(self._ssock.fileno())
+            # No remove_reader: the loop is closing and its poller goes with
+            # it (see LoopCore._clear_fd_table on forked children).
             self._ssock.close()
             self._csock.close()
             self._ssock = self._csock = None

@@ -339,3 +339,43 @@ def test_interest_changes_reach_the_poller_only_when_they_change(loop):
     finally:
         os.close(r)
         os.close(w)
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork()')
+def test_forked_child_closing_the_loop_leaves_the_parents_alone(loop):
+    """Parent and child share the epoll instance after fork(): a child that
+    closes its copy of the loop must not unregister the parent's fds."""
+    import signal
+
+    a, b = socket.socketpair()
+    try:
+        got = []
+        loop.add_reader(a.fileno(), lambda: got.append(a.recv(10)))
+        loop.add_signal_handler(signal.SIGUSR2, got.append, 'signal')
+        pid = os.fork()
+        if pid == 0:   # child
+            try:
+                loop.close()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0
+        b.send(b'after-fork')
+        os.kill(os.getpid(), signal.SIGUSR2)
+        loop.call_later(0.5, loop.stop)
+        deadline = time.monotonic() + 5
+
+        def check():
+            if len(got) >= 2 or time.monotonic() > deadline:
+                loop.stop()
+            else:
+                loop.call_later(0.01, check)
+
+        loop.call_soon(check)
+        loop.run_forever()
+        assert sorted(map(str, got)) == sorted(map(str, [b'after-fork', 'signal']))
+        loop.remove_signal_handler(signal.SIGUSR2)
+        loop.remove_reader(a.fileno())
+    finally:
+        a.close()
+        b.close()
