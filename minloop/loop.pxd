@@ -25,6 +25,9 @@ cdef class LoopCore:
         # is 0 and callbacks are ready, a poll could observe nothing.
         int _user_fds
         unsigned int _skipped_polls
+        # Set in a forked child: the poller and the wake-up fd are still
+        # the parent's, to be replaced before the child uses them.
+        bint _forked
         # Wake-up writes made by call_soon_threadsafe, and interest
         # changes made in the poller (both for tests).
         readonly unsigned long _wakeups_sent
@@ -60,6 +63,8 @@ cdef class LoopCore:
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
                                tuple args)
     cdef bint _remove_fd_handle(self, object fd, int which) except -1
+    cdef int _open_kernel_objects(self) except -1
+    cdef int _reopen_after_fork(self) except -1
     cdef int _ensure_fd_slot(self, int fd) except -1
     cdef int _set_interest(self, int fd, int mask) except -1
     cdef object _set_fd_handle(self, int fd, int which, Handle handle)

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+import weakref
 
 from asyncio import base_events as _aio_base_events
 from asyncio import coroutines as _aio_coroutines
@@ -99,6 +100,15 @@ cdef class LoopCore:
         self._events = <poller_event *>calloc(MAX_EVENTS, sizeof(poller_event))
         if self._events == NULL:
             raise MemoryError()
+        self._open_kernel_objects()
+        try:
+            _live_loops.add(self)
+        except TypeError:
+            pass   # LoopCore itself has no weakref slot; Loop does
+
+    cdef int _open_kernel_objects(self) except -1:
+        """Create the poller and the wake-up fd, and watch the latter."""
+        cdef int rc
         rc = poller_open(&self._poller, MAX_EVENTS)
         if rc < 0:
             _raise_errno(rc)
@@ -108,6 +118,30 @@ cdef class LoopCore:
         rc = poller_modify(&self._poller, self._wakeup.read_fd, 0, POLLER_READ)
         if rc < 0:
             _raise_errno(rc)
+        return 0
+
+    cdef int _reopen_after_fork(self) except -1:
+        """Give a forked child a poller and a wake-up fd of its own.
+
+        After fork() the child's fds name the parent's epoll instance and
+        eventfd: interest the child added would wake the parent, and the
+        parent's events would wake the child.  So before the child first
+        touches them, it closes its copies, opens new ones and registers the
+        fd table again.  An fd the child has closed since cannot be
+        registered; its reader/writer stays in the table, silent, until it
+        is removed.
+        """
+        cdef int fd, mask
+        self._forked = False
+        poller_close(&self._poller)
+        wakeup_close(&self._wakeup)
+        self._open_kernel_objects()
+        for fd in range(self._fds_size):
+            mask = self._fds[fd].mask
+            if mask and poller_modify(&self._poller, fd, 0, mask) < 0:
+                self._fds[fd].mask = 0
+                self._user_fds -= 1
+        return 0
 
     def __dealloc__(self):
         self._clear_ready()
@@ -304,6 +338,10 @@ cdef class LoopCore:
         """Allocated heap slots, to check that memory is given back."""
         return heap_capacity(&self._timers)
 
+    def _poller_fd(self):
+        """The epoll/kqueue fd (for tests)."""
+        return self._poller.fd
+
     def _ready_count(self):
         return ring_len(&self._ready)
 
@@ -468,6 +506,8 @@ cdef class LoopCore:
     cdef int _poll(self, int64_t timeout_ns) except -1:
         cdef int n, i, fd, events
         cdef Handle handle
+        if self._forked:
+            self._reopen_after_fork()
         if timeout_ns != 0:
             self._polling = True
         with nogil:
@@ -524,8 +564,11 @@ cdef class LoopCore:
         return 0
 
     cdef int _set_interest(self, int fd, int mask) except -1:
-        cdef int old = self._fds[fd].mask
+        cdef int old
         cdef int rc
+        if self._forked:
+            self._reopen_after_fork()
+        old = self._fds[fd].mask
         if old == mask:
             return 0   # no redundant epoll_ctl
         rc = poller_modify(&self._poller, fd, old, mask)
@@ -712,6 +755,24 @@ cdef class LoopCore:
         ring_free(&self._ready)
         poller_close(&self._poller)
         wakeup_close(&self._wakeup)
+
+
+# ----------------------------------------------------------------------
+# fork()
+
+_live_loops = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    cdef LoopCore loop
+    for obj in list(_live_loops):
+        loop = <LoopCore>obj
+        if not loop._closed:
+            loop._forked = True
+
+
+if hasattr(os, 'register_at_fork'):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ----------------------------------------------------------------------

@@ -379,3 +379,60 @@ def test_forked_child_closing_the_loop_leaves_the_parents_alone(loop):
     finally:
         a.close()
         b.close()
+
+
+def epoll_targets(epfd):
+    """The fds registered in an epoll instance, from /proc/self/fdinfo."""
+    with open(f'/proc/self/fdinfo/{epfd}') as f:
+        return {int(line.split()[1]) for line in f if line.startswith('tfd:')}
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self/fdinfo') or not hasattr(os, 'fork'),
+                    reason='needs Linux /proc and fork()')
+def test_forked_child_using_the_loop_gets_its_own_poller(loop):
+    """A child that uses an inherited loop polls an epoll instance of its own:
+    its readers do not land in the parent's interest set, and they work."""
+    a, b = socket.socketpair()
+    to_parent_r, to_parent_w = os.pipe()
+    to_child_r, to_child_w = os.pipe()
+    try:
+        loop.add_reader(a.fileno(), lambda: None)
+        parent_targets = epoll_targets(loop._poller_fd())
+        assert a.fileno() in parent_targets
+        pid = os.fork()
+        if pid == 0:   # child
+            code = 1
+            try:
+                import signal
+                signal.alarm(10)          # never outlive a broken test
+                os.close(to_parent_r)
+                os.close(to_child_w)
+                r, w = os.pipe()
+                high = os.dup2(r, 900)
+                got = []
+                loop.add_reader(high, lambda: (got.append(os.read(high, 10)), loop.stop()))
+                os.write(w, b'child')
+                os.write(to_parent_w, b'ready')
+                loop.call_later(5, loop.stop)
+                loop.run_forever()
+                # Wait until the parent has looked at its interest set.
+                os.read(to_child_r, 1)
+                code = 0 if got == [b'child'] and 900 in epoll_targets(loop._poller_fd()) else 2
+                loop.close()
+            finally:
+                os._exit(code)
+        os.close(to_parent_w)   # so a dead child reads as EOF, not a hang
+        to_parent_w = None
+        assert os.read(to_parent_r, 5) == b'ready'
+        assert 900 not in epoll_targets(loop._poller_fd())
+        assert epoll_targets(loop._poller_fd()) == parent_targets
+        os.write(to_child_w, b'x')
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 0
+        loop.remove_reader(a.fileno())
+    finally:
+        for fd in (to_parent_r, to_parent_w, to_child_r, to_child_w):
+            if fd is not None:
+                os.close(fd)
+        a.close()
+        b.close()
