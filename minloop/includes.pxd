@@ -41,6 +41,7 @@ cdef extern from "poller.h" nogil:
     const char *poller_backend()
     int poller_open(poller *p, int max_events)
     void poller_close(poller *p)
+    void poller_forget_after_fork(poller *p)
     int poller_modify(poller *p, int fd, int old_mask, int new_mask)
     int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
 

@@ -133,7 +133,7 @@ cdef class LoopCore:
         """
         cdef int fd, mask
         self._forked = False
-        poller_close(&self._poller)
+        poller_forget_after_fork(&self._poller)
         wakeup_close(&self._wakeup)
         self._open_kernel_objects()
         for fd in range(self._fds_size):

@@ -32,6 +32,11 @@ const char *poller_backend(void);
 
 int poller_open(poller *p, int max_events);
 void poller_close(poller *p);
+/* In a forked child: let go of the parent's poller before opening a new one.
+ * An epoll fd is inherited (and is closed here); a kqueue is not inherited,
+ * so its number may already name another file of the child's and is only
+ * forgotten. */
+void poller_forget_after_fork(poller *p);
 
 /* Change fd's interest from old_mask to new_mask (either may be 0). */
 int poller_modify(poller *p, int fd, int old_mask, int new_mask);

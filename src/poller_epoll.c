@@ -57,6 +57,11 @@ void poller_close(poller *p)
     p->bufsize = 0;
 }
 
+void poller_forget_after_fork(poller *p)
+{
+    poller_close(p);
+}
+
 static uint32_t to_epoll(int mask)
 {
     return ((mask & POLLER_READ) ? EPOLLIN : 0) | ((mask & POLLER_WRITE) ? EPOLLOUT : 0);

@@ -48,6 +48,12 @@ void poller_close(poller *p)
     p->bufsize = 0;
 }
 
+void poller_forget_after_fork(poller *p)
+{
+    p->fd = -1;   /* not ours in the child: never close the number */
+    poller_close(p);
+}
+
 int poller_modify(poller *p, int fd, int old_mask, int new_mask)
 {
     struct kevent changes[2];
