@@ -1,0 +1,88 @@
+"""The minloop command line: ``python -m minloop ...``.
+
+    python -m minloop --version
+    python -m minloop info              version, Python, platform, poller
+    python -m minloop run script.py [args...]
+    python -m minloop run -m module [args...]
+
+``run`` executes an unmodified asyncio program with minloop as its loop:
+asyncio.run(), asyncio.Runner() and asyncio.new_event_loop() all create
+minloop loops, because minloop's event loop policy is installed first.
+"""
+
+import argparse
+import os
+import platform
+import runpy
+import sys
+
+
+def _version():
+    from . import __version__
+    return __version__
+
+
+def cmd_info(args):
+    from . import poller_backend_name
+    print(f"minloop {_version()}")
+    print(f"python {platform.python_implementation()} {platform.python_version()}")
+    print(f"platform {platform.platform()}")
+    print(f"poller {poller_backend_name()}")
+    return 0
+
+
+def cmd_run(args):
+    from .policy import install
+    install()
+    if args.module:
+        target, rest = args.module, args.args
+        sys.argv = [target, *rest]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        if not args.args:
+            print("minloop run: a script path or -m module is required", file=sys.stderr)
+            return 2
+        script, rest = args.args[0], args.args[1:]
+        sys.argv = [script, *rest]
+        # As `python script.py` does: the script's directory comes first.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        runpy.run_path(script, run_name="__main__")
+    return 0
+
+
+def cmd_bench(args):
+    print("minloop bench: not built yet (issue 5). In a source checkout, "
+          "run: python benchmarks/compare.py --quick", file=sys.stderr)
+    return 2
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m minloop",
+        description="minloop: a compiled drop-in replacement for asyncio's event loop.")
+    parser.add_argument("--version", action="version", version=f"minloop {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("info", help="version, Python, platform and poller backend")
+
+    run = sub.add_parser(
+        "run", help="run an asyncio program with minloop as its loop",
+        description="Run a script (or -m module) with minloop's event loop "
+                    "policy installed, so asyncio.run() & co. use minloop.")
+    run.add_argument("-m", dest="module", metavar="MODULE",
+                     help="run a library module as a script, like python -m")
+    run.add_argument("args", nargs=argparse.REMAINDER,
+                     help="the script and its arguments (or the module's)")
+
+    sub.add_parser("bench", help="the side-by-side benchmark (not built yet)")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    handler = {"info": cmd_info, "run": cmd_run, "bench": cmd_bench}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
