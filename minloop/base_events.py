@@ -177,6 +177,6 @@ for _feature, _names in _NOT_BUILT.items():
 del _feature, _names, _name, _value
 
 
-def new_event_loop():
+def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()

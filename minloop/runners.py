@@ -1,12 +1,17 @@
 """minloop.run(): asyncio.run() with a minloop loop, on every Python."""
 
+from __future__ import annotations
+
 import asyncio
 import sys
+from typing import Any, Coroutine, TypeVar
 
 from .base_events import new_event_loop
 
+_T = TypeVar("_T")
 
-def run(main, *, debug=None):
+
+def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     """Run the coroutine `main` in a new minloop loop and return its result.
 
     The semantics are asyncio.run()'s: the loop is closed afterwards, with
