@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("mypy")
 
-HERE = os.path.join(os.path.dirname(__file__), "typing")
+HERE = os.path.join(os.path.dirname(__file__), "typecheck")
 
 
 def mypy(path):
