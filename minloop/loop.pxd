@@ -65,6 +65,7 @@ cdef class LoopCore:
     cdef bint _remove_fd_handle(self, object fd, int which) except -1
     cdef int _open_kernel_objects(self) except -1
     cdef int _reopen_after_fork(self) except -1
+    cdef void _release_poller(self)
     cdef int _ensure_fd_slot(self, int fd) except -1
     cdef int _set_interest(self, int fd, int mask) except -1
     cdef object _set_fd_handle(self, int fd, int which, Handle handle)

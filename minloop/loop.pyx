@@ -85,7 +85,6 @@ cdef inline _raise_errno(int neg_errno):
 cdef class LoopCore:
 
     def __cinit__(self):
-        cdef int rc
         ring_init(&self._ready)
         heap_init(&self._timers)
         self._poller.fd = -1
@@ -143,6 +142,13 @@ cdef class LoopCore:
                 self._user_fds -= 1
         return 0
 
+    cdef void _release_poller(self):
+        if self._forked:
+            # A kqueue is not inherited: its number may be the child's now.
+            poller_forget_after_fork(&self._poller)
+        else:
+            poller_close(&self._poller)
+
     def __dealloc__(self):
         self._clear_ready()
         self._clear_timers()
@@ -151,7 +157,7 @@ cdef class LoopCore:
         heap_free(&self._timers)
         free(self._fds)
         self._fds = NULL
-        poller_close(&self._poller)
+        self._release_poller()
         wakeup_close(&self._wakeup)
         free(self._events)
         self._events = NULL
@@ -753,7 +759,7 @@ cdef class LoopCore:
         self._fd_objects.clear()
         heap_free(&self._timers)
         ring_free(&self._ready)
-        poller_close(&self._poller)
+        self._release_poller()
         wakeup_close(&self._wakeup)
 
 
