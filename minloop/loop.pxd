@@ -49,7 +49,6 @@ cdef class LoopCore:
         public double slow_callback_duration
         public object _current_handle
 
-    cdef int _check_closed_fast(self) except -1
     cdef int _check_thread_fast(self) except -1
     cdef int _check_callback_fast(self, object callback, str method) except -1
     cdef int _push_ready(self, Handle handle) except -1

@@ -25,7 +25,7 @@ from asyncio import tasks as _aio_tasks
 
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
-from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
+from cpython.ref cimport Py_INCREF, Py_DECREF
 from libc.errno cimport EINTR
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
@@ -80,6 +80,13 @@ def poller_backend_name():
 
 cdef inline _raise_errno(int neg_errno):
     raise OSError(-neg_errno, _strerror(-neg_errno))
+
+
+cdef inline int _check_open(LoopCore loop) except -1:
+    # Inline, not a method: call_soon and call_at check on every call.
+    if loop._closed:
+        raise RuntimeError('Event loop is closed')
+    return 0
 
 
 cdef class LoopCore:
@@ -165,13 +172,8 @@ cdef class LoopCore:
     # ------------------------------------------------------------------
     # Checks, with asyncio's messages
 
-    cdef int _check_closed_fast(self) except -1:
-        if self._closed:
-            raise RuntimeError('Event loop is closed')
-        return 0
-
     def _check_closed(self):
-        self._check_closed_fast()
+        _check_open(self)
 
     cdef int _check_thread_fast(self) except -1:
         if self._running and PyThread_get_thread_ident() != self._thread_ident:
@@ -262,8 +264,7 @@ cdef class LoopCore:
         Callbacks run in the order in which they are registered, each
         exactly once.
         """
-        if self._closed:
-            raise RuntimeError('Event loop is closed')
+        _check_open(self)
         if self._debug:
             self._check_thread_fast()
             self._check_callback_fast(callback, 'call_soon')
@@ -277,7 +278,7 @@ cdef class LoopCore:
 
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
-        self._check_closed_fast()
+        _check_open(self)
         if self._debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
         cdef Handle handle = new_handle(callback, args, self, context, self._debug)
@@ -318,8 +319,7 @@ cdef class LoopCore:
 
     cdef _call_at(self, double when, object callback, tuple args,
                   object context, str method):
-        if self._closed:
-            raise RuntimeError('Event loop is closed')
+        _check_open(self)
         if self._debug:
             self._check_thread_fast()
             self._check_callback_fast(callback, method)
@@ -364,7 +364,7 @@ cdef class LoopCore:
         Extra keyword arguments (eager_start, ...) go to the Task or the task
         factory, as in the newest asyncio.
         """
-        self._check_closed_fast()
+        _check_open(self)
         factory = self._task_factory
         if factory is None:
             if context is not None or kwargs:
@@ -401,7 +401,7 @@ cdef class LoopCore:
 
     def run_forever(self):
         """Run until stop() is called."""
-        self._check_closed_fast()
+        _check_open(self)
         self._check_running()
         self._set_coroutine_origin_tracking(self._debug)
         old_agen_hooks = _get_asyncgen_hooks()
@@ -644,7 +644,7 @@ cdef class LoopCore:
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
                                tuple args):
         """Install a new reader or writer for fd, cancelling the one it replaces."""
-        self._check_closed_fast()
+        _check_open(self)
         cdef int fdn = self._fileobj_to_fd(fd)
         cdef Handle handle = new_handle(callback, args, self, None, self._debug)
         old = self._set_fd_handle(fdn, which, handle)
