@@ -39,7 +39,12 @@ common = dict(
     define_macros=[("_GNU_SOURCE", None)],
 )
 
+# Modules whose cdef classes extend asyncio's transport classes: their
+# types must be heap types (see src/transport_bases.c).
+transport_common = dict(common, define_macros=common["define_macros"] + [("CYTHON_USE_TYPE_SPECS", "1")])
+
 extensions = [
+    Extension("minloop._transport_bases", ["src/transport_bases.c"], **common),
     Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **common),
     Extension(
         "minloop.loop",

@@ -1,0 +1,150 @@
+/* minloop._transport_bases: C types that extend asyncio's transport classes.
+ *
+ * Why this module exists: users check isinstance(t, asyncio.Transport), so
+ * minloop's compiled transports must have asyncio's classes in their MRO.
+ * Two facts make that take a C layer in between:
+ *
+ *  - CPython refuses a static type whose base is a heap type, and asyncio's
+ *    classes are heap types.  So our transport types are heap types too
+ *    (the Cython modules defining them build with CYTHON_USE_TYPE_SPECS).
+ *  - asyncio's classes deallocate with `subtype_dealloc`, which looks for
+ *    the nearest base whose tp_dealloc is not itself and calls it.  Called
+ *    on a Cython type whose own dealloc chains to its base's, it would find
+ *    the Cython dealloc again and recurse.  The types here end that chain:
+ *    their dealloc frees the object itself, as object's would.
+ *
+ * Each type adds nothing to asyncio's layout (see transport_bases.h), so the
+ * `_extra` slot asyncio defines stays valid on our instances. */
+#define PY_SSIZE_T_CLEAN
+#include "transport_bases.h"
+
+/* ---- the shared slots ---------------------------------------------------- */
+
+static PyObject *
+base_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self != NULL) {
+        /* Cython assumes object fields are never NULL. */
+        Py_INCREF(Py_None);
+        ((MinloopTransportBase *)self)->_extra = Py_None;
+    }
+    return self;
+}
+
+static int
+base_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    /* Instances of heap types own a reference to their type. */
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(((MinloopTransportBase *)self)->_extra);
+    return 0;
+}
+
+static int
+base_clear(PyObject *self)
+{
+    Py_CLEAR(((MinloopTransportBase *)self)->_extra);
+    return 0;
+}
+
+static void
+base_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(((MinloopTransportBase *)self)->_extra);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot base_slots[] = {
+    {Py_tp_new, base_new},
+    {Py_tp_traverse, base_traverse},
+    {Py_tp_clear, base_clear},
+    {Py_tp_dealloc, base_dealloc},
+    {0, NULL},
+};
+
+/* ---- the module ---------------------------------------------------------- */
+
+/* (name of our type, the asyncio class it extends) */
+static const char *const bases[][2] = {
+    {"StreamTransportBase", "Transport"},
+    {"DatagramTransportBase", "DatagramTransport"},
+    {"ReadTransportBase", "ReadTransport"},
+    {"WriteTransportBase", "WriteTransport"},
+    {"SubprocessTransportBase", "SubprocessTransport"},
+};
+
+static int
+add_base_type(PyObject *module, PyObject *transports, const char *name,
+              const char *asyncio_name)
+{
+    char qualname[96];
+    PyType_Spec spec = {
+        .name = qualname,
+        .basicsize = sizeof(MinloopTransportBase),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+        .slots = base_slots,
+    };
+    PyObject *base, *type;
+    int rc;
+
+    PyOS_snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
+    base = PyObject_GetAttrString(transports, asyncio_name);
+    if (base == NULL)
+        return -1;
+    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(MinloopTransportBase)) {
+        PyErr_Format(PyExc_ImportError,
+                     "asyncio.%s does not have the layout minloop was built for",
+                     asyncio_name);
+        Py_DECREF(base);
+        return -1;
+    }
+    type = PyType_FromSpecWithBases(&spec, base);
+    Py_DECREF(base);
+    if (type == NULL)
+        return -1;
+    rc = PyModule_AddObject(module, name, type);
+    if (rc < 0)
+        Py_DECREF(type);
+    return rc;
+}
+
+static int
+exec_module(PyObject *module)
+{
+    PyObject *transports = PyImport_ImportModule("asyncio.transports");
+    size_t i;
+    if (transports == NULL)
+        return -1;
+    for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+        if (add_base_type(module, transports, bases[i][0], bases[i][1]) < 0) {
+            Py_DECREF(transports);
+            return -1;
+        }
+    }
+    Py_DECREF(transports);
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "minloop._transport_bases",
+    .m_doc = "C types extending asyncio's transport classes (see transport_bases.c).",
+    .m_size = 0,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__transport_bases(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
