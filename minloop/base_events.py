@@ -27,8 +27,7 @@ _BaseEventLoop = _aio_base.BaseEventLoop
 _NOT_BUILT = {
     'networking (issue 3)': (
         'create_connection', 'create_server', 'create_unix_connection',
-        'create_unix_server', 'create_datagram_endpoint',
-        'connect_accepted_socket',
+        'create_unix_server', 'connect_accepted_socket',
     ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
         'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
@@ -180,3 +179,33 @@ del _feature, _names, _name, _value
 def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()
+
+
+# --- datagram endpoints (datagram.pyx) ---------------------------------------
+# create_datagram_endpoint is asyncio's own coroutine: address resolution,
+# reuse_port, allow_broadcast, Unix datagram sockets and sock= follow the
+# running Python version exactly; it ends in _make_datagram_transport, which
+# makes our compiled transport.
+from .datagram import DatagramTransport as _DatagramTransport  # noqa: E402
+
+
+def _make_datagram_transport(self, sock, protocol, address=None,
+                             waiter=None, extra=None):
+    return _DatagramTransport(self, sock, protocol, address, waiter, extra)
+
+
+Loop._make_datagram_transport = _make_datagram_transport
+Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
+
+if not hasattr(Loop, '_transports'):
+    # Transports register themselves by fd in loop._transports, as asyncio's
+    # do.  Until Loop.__init__ creates it (the stream transport's branch),
+    # it is made here.
+    _init_without_transports = Loop.__init__
+
+    def _init_with_transports(self):
+        _init_without_transports(self)
+        if not hasattr(self, '_transports'):
+            self._transports = weakref.WeakValueDictionary()
+
+    Loop.__init__ = _init_with_transports
