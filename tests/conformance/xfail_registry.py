@@ -93,10 +93,6 @@ XFAIL = {
             "test_events::EventLoopTests::test_connect_accepted_socket_ssl_timeout_for_plain_socket"),
     **_each(networking_tls("connect_accepted_socket"),
             "test_events::EventLoopTests::test_ssl_connect_accepted_socket"),
-    **_each(networking("create_datagram_endpoint"),
-            "test_events::EventLoopTests::test_create_datagram_endpoint",
-            "test_events::EventLoopTests::test_create_datagram_endpoint_ipv6",
-            "test_events::EventLoopTests::test_create_datagram_endpoint_sock"),
     **_each(networking("sock_recv"),
             "test_events::EventLoopTests::test_prompt_cancellation"),
     **_each(networking("create_connection"),
@@ -129,8 +125,6 @@ XFAIL_BY_VERSION = {
     (3, 13): {
         "test_events::EventLoopTests::test_create_server_trsock":
             networking("create_server"),
-        "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
-            networking("create_datagram_endpoint"),
     },
 }
 
