@@ -118,6 +118,10 @@ cdef char *_recv_buffer = NULL
 # count crept up; later 3.13 releases subtract both, as here.)
 cdef bint _SEND_EMPTY = sys.version_info >= (3, 13)
 cdef Py_ssize_t _HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
+# 3.10 sums the buffer for get_write_buffer_size(); 3.11 keeps a count,
+# which _force_close() (abort, fatal errors) leaves as it was when it drops
+# the buffer.
+cdef bint _SIZE_COUNTED = sys.version_info >= (3, 11)
 # 3.11 gave selector transports is_reading()/pause_reading()/
 # resume_reading(); before, a datagram transport inherited ReadTransport's,
 # which raise NotImplementedError.  (_add_reader then only looked at
@@ -328,7 +332,8 @@ cdef class DatagramTransport(DatagramTransportBase):
             return
         if self._buffer:
             self._buffer.clear()
-            self._buffer_size = 0
+            if not _SIZE_COUNTED:
+                self._buffer_size = 0
             self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
         if not self._closing:
             self._closing = True
