@@ -51,6 +51,9 @@ cdef class DatagramTransport(DatagramTransportBase):
         # in C; any other family goes through the socket object's methods.
         bint _inet
         int _family
+        # Wake-ups left before the reader tries a second recvfrom() again
+        # (see PROBE_INTERVAL in datagram.pyx).
+        int _probe_skips
         # Addresses recently received from (see _addr_for), and the last
         # destination parsed (see _dest_for).
         addr_entry _addr_cache[ADDR_CACHE_SIZE]

@@ -109,6 +109,11 @@ DEF MAX_SIZE = 256 * 1024
 # Datagrams read per wake-up at most, so one busy socket cannot starve the
 # loop's other fds and timers for long.
 DEF MAX_BATCH = 32
+# Reading on after the first datagram costs a recvfrom() that fails with
+# EAGAIN when nothing else waits -- as much as the read itself.  A transport
+# whose attempt found nothing tries again only after this many wake-ups (a
+# request-response peer rarely has a second datagram waiting).
+DEF PROBE_INTERVAL = 16
 
 cdef char *_recv_buffer = NULL
 
@@ -491,6 +496,14 @@ cdef class DatagramTransport(DatagramTransportBase):
                     or ring_len(&loop._ready) != queued
                     or fd >= loop._fds_size or loop._fds[fd].reader == NULL):
                 return
+            if count == 1:
+                if self._probe_skips:
+                    self._probe_skips -= 1
+                    return
+                # Assume nothing more waits unless the read below finds it.
+                self._probe_skips = PROBE_INTERVAL
+            elif count == 2:
+                self._probe_skips = 0
 
     cdef int _read_ready_py(self) except -1:
         # asyncio's _read_ready, for families converted by the socket module.
