@@ -19,6 +19,11 @@ PY311 = sys.version_info >= (3, 11)
 PY313 = sys.version_info >= (3, 13)
 # 3.13 counts 8 header bytes per buffered datagram.
 HEADER = 8 if PY313 else 0
+# ... and until gh-135444 (3.13.6) took only the payload's off again when a
+# buffered datagram was sent, so its count crept up.  minloop counts as the
+# fixed versions do (the fix named the constant _header_size).
+ASYNCIO_SIZE_CREEPS = PY313 and not hasattr(
+    asyncio.selector_events._SelectorDatagramTransport, '_header_size')
 
 needs_ipv6 = pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6")
 
@@ -662,7 +667,7 @@ def drain(peer):
             return got
 
 
-def test_buffering_flow_control_and_order(loop):
+def test_buffering_flow_control_and_order(loop, loop_kind):
     async def main():
         with UnixPeer() as b:
             tr, pr = await unix_endpoint(loop, b)
@@ -682,9 +687,10 @@ def test_buffering_flow_control_and_order(loop):
                 got += drain(b)
                 await asyncio.sleep(0.001)
             assert got == sent
-            assert tr.get_write_buffer_size() == 0
-            assert pr.events[1:] == [('pause_writing',), ('resume_writing',)]
-            assert 'write=<idle, bufsize=0>' in repr(tr)
+            if not (loop_kind == 'asyncio' and ASYNCIO_SIZE_CREEPS):
+                assert tr.get_write_buffer_size() == 0
+                assert pr.events[1:] == [('pause_writing',), ('resume_writing',)]
+                assert 'write=<idle, bufsize=0>' in repr(tr)
             tr.close()
             await pr.lost
     loop.run_until_complete(main())
