@@ -36,7 +36,7 @@ _NOT_BUILT = {
         'create_datagram_endpoint',
     ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
+        'sendfile', 'sock_sendfile', 'connect_read_pipe',
         'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
     ),
 }
@@ -226,7 +226,8 @@ Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
 # version lacks are skipped).
 for _name in ('create_connection', '_connect_sock',
               '_create_connection_transport', 'create_server',
-              '_create_server_getaddrinfo', 'connect_accepted_socket'):
+              '_create_server_getaddrinfo', 'connect_accepted_socket',
+              'start_tls'):
     if hasattr(_BaseEventLoop, _name):
         setattr(Loop, _name, getattr(_BaseEventLoop, _name))
 for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
