@@ -891,3 +891,17 @@ def test_unix_datagram_endpoints(loop):
                 tr.close()
                 await pr.lost
     loop.run_until_complete(main())
+
+
+def test_the_transport_owns_its_fd(loop):
+    # add_reader/sock_* refuse the fd of a live transport (loop._transports).
+    async def main():
+        tr, pr = await endpoint(loop, local_addr=('127.0.0.1', 0))
+        sock = tr.get_extra_info('socket')
+        with pytest.raises(RuntimeError, match='is used by transport'):
+            loop.add_reader(sock.fileno(), lambda: None)
+        with pytest.raises(RuntimeError, match='is used by transport'):
+            loop.remove_writer(sock.fileno())
+        tr.close()
+        await pr.lost
+    loop.run_until_complete(main())
