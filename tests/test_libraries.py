@@ -16,9 +16,11 @@ import asyncio
 import contextlib
 import glob
 import hashlib
+import logging
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,8 +39,31 @@ ONE_MB = bytes(range(256)) * 4096
 
 
 def run(loop, coro, timeout=RUN_TIMEOUT):
-    """Run ``coro`` to completion on ``loop``, failing after ``timeout`` s."""
-    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    """Run ``coro`` to completion on ``loop``, failing after ``timeout`` s.
+
+    Anything reported to the loop's exception handler meanwhile (an
+    exception in a callback, an unclosed transport, a task exception never
+    retrieved) fails the test too: a library that runs "unchanged" must not
+    report what it does not report on asyncio's loop.
+    """
+    reported = []
+    loop.set_exception_handler(lambda lp, context: reported.append(context))
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    finally:
+        # Let callbacks the coroutine scheduled last (connection_lost, ...) run.
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.set_exception_handler(None)
+        assert not reported, f"the loop's exception handler was called: {reported}"
+
+
+@pytest.fixture(autouse=True)
+def no_logged_errors(caplog):
+    """Fail a test during which any library logged an error."""
+    yield
+    errors = [r for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
+    assert not errors, "errors were logged: " + "; ".join(
+        f"{r.name}: {r.getMessage()}" for r in errors)
 
 
 def free_port():
@@ -767,3 +792,189 @@ def test_asyncpg_pool(loop, pg_dsn):
             async with pool.acquire() as conn:
                 assert await conn.fetchval("SELECT current_user") == "postgres"
     run(loop, main())
+
+
+# ---------------------------------------------------------------------------
+# Whole servers in a child process, stopped by a signal: the way they are
+# deployed (uvicorn's CLI with --loop, aiohttp's run_app with its signal
+# handlers and graceful shutdown).
+
+_WHICH_LOOP_APP = '''
+import asyncio, json, os, sys
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                print("lifespan shutdown", flush=True)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    loop = asyncio.get_running_loop()
+    body = json.dumps({"loop": type(loop).__module__ + "." + type(loop).__name__,
+                       "client": scope["client"][0], "server": list(scope["server"]),
+                       }).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+'''
+
+
+def _read_until(proc, pattern, deadline):
+    """Read the child's output lines until one contains ``pattern``.
+
+    The lines read so far are kept in proc.lines_read (the rest is read by
+    communicate()).  A child that never prints it is killed.
+    """
+    import queue
+    import threading
+    if not hasattr(proc, "lines_read"):
+        proc.lines_read = []
+        proc.line_queue = queue.Queue()
+
+        def pump():
+            for line in iter(proc.stdout.readline, ""):
+                proc.line_queue.put(line)
+            proc.line_queue.put(None)
+        proc.pump = threading.Thread(target=pump, daemon=True)
+        proc.pump.start()
+    while True:
+        try:
+            line = proc.line_queue.get(timeout=max(0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"the child never printed {pattern!r}; its output:\n"
+                                 + "".join(proc.lines_read))
+        proc.lines_read.append(line)
+        if pattern in line:
+            return line
+
+
+def _rest_of_output(proc, timeout):
+    """Wait for the child to exit; return all it printed."""
+    proc.wait(timeout)
+    proc.pump.join(timeout)
+    while True:
+        line = proc.line_queue.get(timeout=timeout)
+        if line is None:
+            break
+        proc.lines_read.append(line)
+    return "".join(proc.lines_read)
+
+
+def _http_get_json(port, path="/"):
+    import json
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ", 2)[1] == b"200", head
+    if b"transfer-encoding: chunked" in head.lower():
+        size, _, rest = body.partition(b"\r\n")
+        body = rest[:int(size, 16)]
+    return json.loads(body)
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_uvicorn_cli_loop_option(loop_kind, tmp_path, http):
+    """`uvicorn app:app --loop minloop:new_event_loop` serves on minloop and
+    shuts down cleanly on SIGTERM (the README's instruction)."""
+    pytest.importorskip("uvicorn")
+    pytest.importorskip(http)
+    (tmp_path / "whichloop.py").write_text(_WHICH_LOOP_APP)
+    loop_opt = "asyncio" if loop_kind == "asyncio" else "minloop:new_event_loop"
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path)] + [p for p in sys.path if p]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "whichloop:app", "--host", "127.0.0.1",
+         "--port", str(port), "--loop", loop_opt, "--http", http,
+         "--lifespan", "on", "--log-level", "info"],
+        cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        _read_until(proc, "Uvicorn running on", time.monotonic() + 10)
+        info = _http_get_json(port)
+        expected = ("asyncio.unix_events._UnixSelectorEventLoop"
+                    if loop_kind == "asyncio" else "minloop.base_events.Loop")
+        assert info == {"loop": expected, "client": "127.0.0.1",
+                        "server": ["127.0.0.1", port]}
+        proc.send_signal(signal.SIGTERM)
+        out = _rest_of_output(proc, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    # uvicorn re-raises the signal it caught once it has shut down.
+    assert proc.returncode in (0, -signal.SIGTERM), out
+    assert "lifespan shutdown" in out
+    assert "Finished server process" in out
+    assert "Traceback" not in out and "ERROR" not in out, out
+
+
+_RUN_APP_SCRIPT = '''
+import asyncio, sys
+from aiohttp import web
+import minloop
+
+async def index(request):
+    loop = asyncio.get_running_loop()
+    return web.json_response({"loop": type(loop).__module__ + "." + type(loop).__name__,
+                              "peer": request.transport.get_extra_info("peername")[0]})
+
+async def on_startup(app):
+    print("startup", flush=True)
+
+async def on_shutdown(app):
+    print("shutdown", flush=True)
+
+async def on_cleanup(app):
+    print("cleanup", flush=True)
+
+app = web.Application()
+app.router.add_get("/", index)
+app.on_startup.append(on_startup)
+app.on_shutdown.append(on_shutdown)
+app.on_cleanup.append(on_cleanup)
+loop = minloop.new_event_loop() if sys.argv[1] == "minloop" else asyncio.SelectorEventLoop()
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[2]), loop=loop,
+            shutdown_timeout=2, print=lambda msg: print("running", flush=True))
+print("exited run_app", flush=True)
+'''
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_aiohttp_run_app_signal_shutdown(loop_kind, tmp_path, sig):
+    """aiohttp's run_app on the loop: serves, and a signal (through
+    loop.add_signal_handler) runs the graceful shutdown and exits 0."""
+    pytest.importorskip("aiohttp")
+    script = tmp_path / "app.py"
+    script.write_text(_RUN_APP_SCRIPT)
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), loop_kind, str(port)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _read_until(proc, "running", time.monotonic() + 10)
+        info = _http_get_json(port)
+        expected = ("asyncio.unix_events._UnixSelectorEventLoop"
+                    if loop_kind == "asyncio" else "minloop.base_events.Loop")
+        assert info == {"loop": expected, "peer": "127.0.0.1"}
+        proc.send_signal(getattr(signal, sig))
+        out = _rest_of_output(proc, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert proc.returncode == 0, out
+    assert out.split() == ["startup", "running", "shutdown", "cleanup", "exited", "run_app"], out
