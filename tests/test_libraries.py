@@ -47,6 +47,8 @@ def run(loop, coro, timeout=RUN_TIMEOUT):
     report what it does not report on asyncio's loop.
     """
     reported = []
+    if os.environ.get("MINLOOP_COMPAT_DEBUG"):
+        loop.set_debug(True)
     loop.set_exception_handler(lambda lp, context: reported.append(context))
     try:
         return loop.run_until_complete(asyncio.wait_for(coro, timeout))
@@ -978,3 +980,126 @@ def test_aiohttp_run_app_signal_shutdown(loop_kind, tmp_path, sig):
         proc.stdout.close()
     assert proc.returncode == 0, out
     assert out.split() == ["startup", "running", "shutdown", "cleanup", "exited", "run_app"], out
+
+
+# ---------------------------------------------------------------------------
+# TLS through the libraries (asyncio's SSLProtocol over minloop's transport)
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    """(cert_path, key_path, server_ctx, client_ctx) for 127.0.0.1."""
+    tmp = tmp_path_factory.mktemp("tls")
+    server_ctx, client_ctx = _tls_contexts(tmp)
+    return str(tmp / "cert.pem"), str(tmp / "key.pem"), server_ctx, client_ctx
+
+
+def test_uvicorn_tls(loop, tls):
+    pytest.importorskip("uvicorn")
+    httpx = pytest.importorskip("httpx")
+    cert, key, _, client_ctx = tls
+
+    async def main():
+        server, task, port = await _start_uvicorn(
+            http="h11", ws="none", ssl_certfile=cert, ssl_keyfile=key)
+        try:
+            async with httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}",
+                                         verify=client_ctx) as client:
+                resp = await client.post("/tls", content=ONE_MB)
+                assert resp.status_code == 200
+                assert resp.text == (f"POST /tls {len(ONE_MB)} "
+                                     f"{hashlib.sha256(ONE_MB).hexdigest()}")
+        finally:
+            server.should_exit = True
+            await task
+    run(loop, main())
+
+
+def test_websockets_tls(loop, tls):
+    pytest.importorskip("websockets")
+    try:
+        from websockets.asyncio.server import serve
+        from websockets.asyncio.client import connect
+    except ImportError:
+        pytest.skip("websockets has no new asyncio implementation")
+    _, _, server_ctx, client_ctx = tls
+
+    async def echo(conn):
+        async for message in conn:
+            await conn.send(message)
+
+    async def main():
+        async with serve(echo, "127.0.0.1", 0, ssl=server_ctx, max_size=2 ** 21) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            async with connect(f"wss://127.0.0.1:{port}", ssl=client_ctx,
+                               max_size=2 ** 21) as conn:
+                await conn.send(ONE_MB)
+                assert await conn.recv() == ONE_MB
+                await conn.send("text")
+                assert await conn.recv() == "text"
+    run(loop, main())
+
+
+# ---------------------------------------------------------------------------
+# anyio (under httpx and Starlette): its listener uses sock_accept and
+# connect_accepted_socket, its threads call_soon_threadsafe.
+
+def test_anyio_inside_loop(loop, tmp_path):
+    anyio = pytest.importorskip("anyio")
+
+    async def handle(stream):
+        async with stream:
+            async for chunk in stream:
+                await stream.send(chunk.upper())
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            tg.start_soon(listener.serve, handle)
+            async with await anyio.connect_tcp("127.0.0.1", port) as client:
+                await client.send(b"hello")
+                assert await client.receive() == b"HELLO"
+                payload = ONE_MB[:200000]
+                await client.send(payload)
+                got = b""
+                while len(got) < len(payload):
+                    got += await client.receive()
+                assert got == payload.upper()
+
+            path = str(tmp_path / "anyio.sock")
+            unix_listener = await anyio.create_unix_listener(path)
+            tg.start_soon(unix_listener.serve, handle)
+            async with await anyio.connect_unix(path) as client:
+                await client.send(b"unix")
+                assert await client.receive() == b"UNIX"
+
+            assert await anyio.to_thread.run_sync(sum, range(10)) == 45
+            with pytest.raises(TimeoutError):
+                with anyio.fail_after(0.05):
+                    await anyio.sleep(5)
+            with anyio.move_on_after(0.05) as scope:
+                await anyio.Event().wait()
+            assert scope.cancelled_caught
+            tg.cancel_scope.cancel()
+        await listener.aclose()
+        await unix_listener.aclose()
+    run(loop, main())
+
+
+def test_anyio_run_loop_factory(loop_factory):
+    """anyio.run() with the loop as its asyncio backend's loop_factory."""
+    anyio = pytest.importorskip("anyio")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        value = await anyio.to_thread.run_sync(lambda: 21 * 2)
+        return type(loop), value
+
+    loop_type, value = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": loop_factory})
+    assert value == 42
+    probe = loop_factory()
+    try:
+        assert loop_type is type(probe)
+    finally:
+        probe.close()
