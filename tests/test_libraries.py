@@ -164,14 +164,32 @@ def pg_dsn():
             pytest.skip(f"initdb failed: {out.stdout.decode(errors='replace')[-500:]}")
         opts = (f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -F "
                 f"-c max_connections=20 -c shared_buffers=16MB")
+        # TLS too (asyncpg's ssl= goes through loop.start_tls), when a
+        # certificate can be made; the server's key must be its own, 0600.
+        openssl = shutil.which("openssl")
+        if openssl is not None:
+            cert, key = os.path.join(tmp, "server.crt"), os.path.join(tmp, "server.key")
+            made = subprocess.run(
+                [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                 "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                 "-keyout", key, "-out", cert],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if made.returncode == 0:
+                os.chmod(key, 0o600)
+                if prefix:
+                    for path in (cert, key):
+                        os.chown(path, user.pw_uid, user.pw_gid)
+                opts += f" -c ssl=on -c ssl_cert_file={cert} -c ssl_key_file={key}"
         out = subprocess.run(
             prefix + [pg_ctl, "-D", data, "-o", opts, "-l",
                       os.path.join(tmp, "log"), "-w", "-t", "30", "start"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
         if out.returncode != 0:
             pytest.skip(f"pg_ctl start failed: {out.stdout.decode(errors='replace')[-500:]}")
+        os.environ["MINLOOP_TEST_PG_CAFILE"] = os.path.join(tmp, "server.crt")
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
+        os.environ.pop("MINLOOP_TEST_PG_CAFILE", None)
         subprocess.run(prefix + [pg_ctl, "-D", data, "-m", "immediate", "stop"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -309,6 +327,41 @@ def test_streams_drain_backpressure(loop):
             await writer.wait_closed()
         assert state["reading_while_full"] is False
         assert state["digest"] == hashlib.sha256(ONE_MB * 8).hexdigest()
+    run(loop, main())
+
+
+def test_streams_starttls(loop, tls):
+    """A STARTTLS dialogue: both ends upgrade with StreamWriter.start_tls."""
+    if not hasattr(asyncio.StreamWriter, "start_tls"):
+        pytest.skip("StreamWriter.start_tls is new in Python 3.11")
+    _, _, server_ctx, client_ctx = tls
+
+    async def server(reader, writer):
+        assert await reader.readline() == b"STARTTLS\n"
+        writer.write(b"GO\n")
+        await writer.drain()
+        await writer.start_tls(server_ctx)
+        assert writer.get_extra_info("ssl_object") is not None
+        while line := await reader.readline():
+            writer.write(b"secure:" + line)
+            await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+    async def main():
+        srv = await asyncio.start_server(server, "127.0.0.1", 0, limit=2 ** 20)
+        port = srv.sockets[0].getsockname()[1]
+        async with srv:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"STARTTLS\n")
+            assert await reader.readline() == b"GO\n"
+            await writer.start_tls(client_ctx, server_hostname="127.0.0.1")
+            assert writer.get_extra_info("peercert") is not None
+            writer.write(b"a\n" + b"x" * 300000 + b"\n")
+            assert await reader.readline() == b"secure:a\n"
+            assert await reader.readexactly(300008) == b"secure:" + b"x" * 300000 + b"\n"
+            writer.close()
+            await writer.wait_closed()
     run(loop, main())
 
 
@@ -781,6 +834,27 @@ class _Sink:
 
     async def __call__(self, data):
         self.size += len(data)
+
+
+def test_asyncpg_tls(loop, pg_dsn):
+    """asyncpg's ssl= negotiates in the clear, then upgrades with loop.start_tls."""
+    asyncpg = pytest.importorskip("asyncpg")
+    import ssl
+    cafile = os.environ.get("MINLOOP_TEST_PG_CAFILE")
+    if not cafile or not os.path.exists(cafile):
+        pytest.skip("the PostgreSQL server has no TLS certificate (MINLOOP_TEST_PG_CAFILE)")
+    ctx = ssl.create_default_context(cafile=cafile)
+
+    async def main():
+        conn = await asyncpg.connect(pg_dsn, ssl=ctx)
+        try:
+            assert await conn.fetchval("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            assert await conn.fetchval("SELECT $1::bytea", ONE_MB) == ONE_MB
+            transport = conn._transport
+            assert transport.get_extra_info("sslcontext") is ctx
+        finally:
+            await conn.close()
+    run(loop, main())
 
 
 def test_asyncpg_pool(loop, pg_dsn):
