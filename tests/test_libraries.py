@@ -523,6 +523,103 @@ def _tls_contexts(tmp_path):
     return server_ctx, client_ctx
 
 
+def test_aiohttp_file_response_and_localhost(loop, tmp_path):
+    """web.FileResponse (loop.sendfile, or aiohttp's fallback where the loop
+    raises NotImplementedError) with ranges, and a client resolving
+    'localhost' (loop.getaddrinfo in the executor)."""
+    aiohttp = pytest.importorskip("aiohttp")
+    from aiohttp import web
+    blob = tmp_path / "blob.bin"
+    content = ONE_MB * 3 + b"tail"
+    blob.write_bytes(content)
+
+    async def file(request):
+        return web.FileResponse(blob)
+
+    async def main():
+        app = web.Application()
+        app.router.add_get("/file", file)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            port = runner.addresses[0][1]
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://localhost:{port}/file") as resp:
+                    assert resp.status == 200
+                    assert int(resp.headers["Content-Length"]) == len(content)
+                    assert await resp.read() == content
+                async with session.get(f"http://127.0.0.1:{port}/file",
+                                       headers={"Range": "bytes=1000-1999"}) as resp:
+                    assert resp.status == 206
+                    assert await resp.read() == content[1000:2000]
+                async with session.get(f"http://127.0.0.1:{port}/file",
+                                       headers={"Range": "bytes=-4"}) as resp:
+                    assert resp.status == 206
+                    assert await resp.read() == b"tail"
+        finally:
+            await runner.cleanup()
+    run(loop, main())
+
+
+def test_hypercorn_starlette(loop):
+    """Hypercorn (asyncio.start_server and streams) serving a Starlette app."""
+    pytest.importorskip("hypercorn")
+    pytest.importorskip("starlette")
+    httpx = pytest.importorskip("httpx")
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    async def hello(request):
+        return JSONResponse({"hello": request.query_params.get("name", "")})
+
+    async def upload(request):
+        body = await request.body()
+        return JSONResponse({"size": len(body), "sha": hashlib.sha256(body).hexdigest()})
+
+    async def stream(request):
+        async def gen():
+            for i in range(50):
+                yield b"%02d," % i
+        return StreamingResponse(gen())
+
+    app = Starlette(routes=[Route("/hello", hello), Route("/upload", upload, methods=["POST"]),
+                            Route("/stream", stream)])
+
+    async def main():
+        port = free_port()
+        config = Config()
+        config.bind = [f"127.0.0.1:{port}"]
+        config.accesslog = None
+        config.errorlog = None
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(serve(app, config, shutdown_trigger=stop.wait))
+        try:
+            for _ in range(200):
+                try:
+                    _, w = await asyncio.open_connection("127.0.0.1", port)
+                    w.close()
+                    await w.wait_closed()
+                    break
+                except OSError:
+                    await asyncio.sleep(0.02)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                resp = await client.get("/hello", params={"name": "minloop"})
+                assert resp.json() == {"hello": "minloop"}
+                resp = await client.post("/upload", content=ONE_MB)
+                assert resp.json() == {"size": len(ONE_MB),
+                                       "sha": hashlib.sha256(ONE_MB).hexdigest()}
+                resp = await client.get("/stream")
+                assert resp.content == b"".join(b"%02d," % i for i in range(50))
+        finally:
+            stop.set()
+            await task
+    run(loop, main())
+
+
 # ---------------------------------------------------------------------------
 # uvicorn
 
