@@ -52,6 +52,7 @@ extensions = [
         **common,
     ),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
+    Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
 ]
 
 setup(
