@@ -567,3 +567,24 @@ def test_udp_blocked_recvfrom_into_with_nbytes(loop):
             assert (nbytes, bytes(buf[:4]), addr) == (4, b'trun', a.getsockname())
             assert loop.remove_reader(b.fileno()) is False
     loop.run_until_complete(main())
+
+
+def test_fd_owned_by_a_transport_is_refused_when_waiting(loop):
+    # asyncio checks only once the operation has to wait for the fd.
+    async def main():
+        listener, client = tcp_pair()
+        with listener, client:
+            await loop.sock_connect(client, listener.getsockname())
+            conn, _ = await loop.sock_accept(listener)
+            with conn:
+                transport, _ = await loop.create_connection(
+                    asyncio.Protocol, sock=client)
+                try:
+                    with pytest.raises(RuntimeError, match='is used by transport'):
+                        await loop.sock_recv(client, 10)
+                    with pytest.raises(RuntimeError, match='is used by transport'):
+                        await loop.sock_recv_into(client, bytearray(10))
+                finally:
+                    transport.close()
+                    await asyncio.sleep(0)
+    loop.run_until_complete(main())
