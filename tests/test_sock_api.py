@@ -1,6 +1,9 @@
 """The loop's sock_* coroutines on real sockets, on both loops: data arrives
 intact, EAGAIN waits on the fd, cancellation unregisters it, and asyncio's
-errors for blocking sockets in debug mode."""
+errors for blocking sockets in debug mode.  Also what minloop's compiled
+versions must not change: no yield when the syscall succeeds, the socket's
+own errors, sockets with a timeout and subclasses going through their
+methods, every kind of buffer, replaced readers and transport-owned fds."""
 
 import asyncio
 import os
