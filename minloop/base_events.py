@@ -34,9 +34,6 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'networking (issue 3)': (
-        'create_datagram_endpoint',
-    ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
         'sendfile', 'sock_sendfile', 'connect_read_pipe',
         'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
@@ -261,3 +258,20 @@ del _feature, _names, _name
 def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()
+
+
+# --- datagram endpoints (datagram.pyx) ---------------------------------------
+# create_datagram_endpoint is asyncio's own coroutine: address resolution,
+# reuse_port, allow_broadcast, Unix datagram sockets and sock= follow the
+# running Python version exactly; it ends in _make_datagram_transport, which
+# makes our compiled transport.
+from .datagram import DatagramTransport as _DatagramTransport  # noqa: E402
+
+
+def _make_datagram_transport(self, sock, protocol, address=None,
+                             waiter=None, extra=None):
+    return _DatagramTransport(self, sock, protocol, address, waiter, extra)
+
+
+Loop._make_datagram_transport = _make_datagram_transport
+Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
