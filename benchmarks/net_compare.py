@@ -55,6 +55,7 @@ C_SOURCES = {"client": "echo_client.c", "server": "c_echo_server.c"}
 BASELINE = "c"  # the C server's column
 REF = "minloop"
 NOISY = 0.20  # spread (max - min) / median above which a cell is flagged
+BUSY = 0.10  # other processes' share of the benchmark's CPUs above which we warn
 HTTP_RESPONSE_LEN = 78  # len(servers.HTTP_RESPONSE), also c_echo_server.c's
 
 KiB = 1024
@@ -166,10 +167,12 @@ class Pinning:
             self.reason = "fewer than two usable CPUs"
         if self.reason:
             self.server = self.client = []
+            self.cpus = cpus
             self.describe = f"not pinned ({self.reason})"
         else:
             self.server = ["taskset", "-c", str(cpus[0])]
             self.client = ["taskset", "-c", str(cpus[1])]
+            self.cpus = cpus[:2]
             self.describe = f"server on CPU {cpus[0]}, load generator on CPU {cpus[1]}"
 
 
@@ -182,6 +185,30 @@ def proc_cpu(pid: int) -> float | None:
         return None
     fields = stat[stat.rindex(")") + 2:].split()  # the name may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpus_busy(cpus: list[int]) -> float:
+    """Seconds the given CPUs spent not idle, since boot (from /proc/stat)."""
+    names = {f"cpu{c}" for c in cpus}
+    busy = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] in names:
+                # user nice system idle iowait irq softirq steal ...
+                busy += sum(int(x) for x in fields[1:4]) + sum(int(x) for x in fields[6:9])
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    """This process's CPU plus its reaped children's (the load generators)."""
+    import resource
+
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 # ---------------------------------------------------------------------------
@@ -369,11 +396,15 @@ def measure(row: Row, loop_name: str, bins: dict, pin: Pinning, workdir: str,
         return {"na": str(exc)}
     except Failed as exc:
         return {"error": str(exc)}
+    # What else ran on the benchmark's CPUs meanwhile: their busy time less
+    # the server's, the load generator's and this driver's.
+    before = (time.monotonic(), cpus_busy(pin.cpus), proc_cpu(server.pid), _own_cpu())
     try:
         if row.group == "http":
             sample = _http(row, server, bins, pin, duration, warmup)
         else:
             sample = _echo(row, server, bins, pin, duration, warmup)
+        after = (time.monotonic(), cpus_busy(pin.cpus), proc_cpu(server.pid), _own_cpu())
     except Failed as exc:
         server.stop()
         problems = server.problems()
@@ -382,6 +413,10 @@ def measure(row: Row, loop_name: str, bins: dict, pin: Pinning, workdir: str,
         if server.proc.poll() is None:
             server.stop()
     sample["problems"] += server.problems()
+    if None not in (before[2], after[2]):
+        ours = (after[2] - before[2]) + (after[3] - before[3])
+        other = (after[1] - before[1]) - ours
+        sample["other_load"] = max(0.0, other / ((after[0] - before[0]) * len(pin.cpus)))
     if sample["round_trips"] <= 0 or sample["seconds"] <= 0:
         return {"error": "no round trips in the timed window"}
     sample["rt_s"] = sample["round_trips"] / sample["seconds"]
@@ -406,7 +441,8 @@ def _children_cpu() -> float:
 # Summaries and the table
 # ---------------------------------------------------------------------------
 
-METRICS = ("rt_s", "mb_s", "cpu_per_m", "server_util", "client_util", "p50", "p99")
+METRICS = ("rt_s", "mb_s", "cpu_per_m", "server_util", "client_util", "p50", "p99",
+           "other_load")
 
 
 def summarise(cell: dict) -> None:
@@ -476,6 +512,7 @@ def render(results: dict, loop_names: list[str]) -> str:
     header += [f"{REF}/{n}" for n in others]
     header += [f"CPU-s/1M {n if n != BASELINE else 'C'}" for n in columns]
     header += ["gen CPU% " + "/".join(n if n != BASELINE else "C" for n in columns)]
+    header += ["other load%"]
     body = []
     for row_id, entry in results.items():
         cells = entry["cells"]
@@ -491,6 +528,9 @@ def render(results: dict, loop_names: list[str]) -> str:
                 if cells.get(n, {}).get("samples") else None
             gens.append(f"{u * 100:.0f}" if u is not None else "-")
         line.append("/".join(gens))
+        loads = [s["other_load"] for c in cells.values() for s in c["samples"]
+                 if s.get("other_load") is not None]
+        line.append(f"{statistics.median(loads) * 100:.0f}" if loads else "-")
         body.append(line)
     return markdown(header, body)
 
@@ -525,7 +565,23 @@ def render_extra(results: dict, loop_names: list[str]) -> str:
     return "\n".join(out)
 
 
+def _cpu_ratio(results: dict, row_id: str, other: str) -> float | None:
+    """The other loop's CPU-s/1M over minloop's: above 1, minloop is cheaper."""
+    cells = results[row_id]["cells"]
+    if REF not in cells or other not in cells:
+        return None
+    a = cells[REF].get("median", {}).get("cpu_per_m") if cells[REF]["samples"] else None
+    b = cells[other].get("median", {}).get("cpu_per_m") if cells[other]["samples"] else None
+    return b / a if a and b else None
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def geomeans(results: dict, loop_names: list[str]) -> list[str]:
+    """Geometric means over the TCP echo rows of minloop's rate ratio, and of
+    its CPU-cost ratio (steadier on a busy machine: waiting costs no CPU)."""
     lines = []
     tcp = [rid for rid, e in results.items() if e["row"]["group"] in TCP_GROUPS]
     if REF not in loop_names or not tcp:
@@ -533,14 +589,17 @@ def geomeans(results: dict, loop_names: list[str]) -> list[str]:
     for other in ("uvloop", "asyncio", "rloop"):
         if other not in loop_names:
             continue
-        ratios = [r for r in (_ratio(results, rid, other) for rid in tcp) if r]
-        if ratios:
-            g = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-            lines.append(f"geometric mean of {REF}/{other} over the TCP echo rows: "
-                         f"{g:.2f}x ({len(ratios)} of {len(tcp)} rows)")
-        else:
-            lines.append(f"geometric mean of {REF}/{other} over the TCP echo rows: "
+        rates = [r for r in (_ratio(results, rid, other) for rid in tcp) if r]
+        costs = [r for r in (_cpu_ratio(results, rid, other) for rid in tcp) if r]
+        if not rates:
+            lines.append(f"geometric mean over the TCP echo rows, {REF}/{other}: "
                          f"n/a (no row has both)")
+            continue
+        text = (f"geometric mean over the TCP echo rows, {REF}/{other}: {_geomean(rates):.2f}x "
+                f"by round trips/s ({len(rates)} of {len(tcp)} rows)")
+        if costs:
+            text += f", {_geomean(costs):.2f}x by CPU-s/1M ({other}'s over {REF}'s)"
+        lines.append(text)
     return lines
 
 
@@ -553,13 +612,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Compare event loops as network servers, one fresh process per run.")
     parser.add_argument("--quick", action="store_true",
-                        help="short runs and 2 rounds (about 3 minutes)")
-    parser.add_argument("--rounds", type=int, help="rounds per loop (default 3, or 2 with --quick)")
+                        help="0.25 s runs, 2 rounds (about 3 minutes)")
+    parser.add_argument("--rounds", type=int, help="rounds per loop (default 4, or 2 with --quick)")
     parser.add_argument("--duration", type=float,
-                        help="timed seconds per run (default 1.5, or 0.4 with --quick; "
+                        help="timed seconds per run (default 1.0, or 0.25 with --quick; "
                              "wrk rounds it to whole seconds)")
     parser.add_argument("--warmup", type=float,
-                        help="untimed seconds before each run (default 0.3, or 0.15 with --quick)")
+                        help="untimed seconds before each run (default 0.2, or 0.1 with --quick)")
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s)")
     parser.add_argument("--rows", default=",".join(GROUPS),
@@ -567,9 +626,9 @@ def main(argv: list[str] | None = None) -> int:
                              "or glob patterns (default: all)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not measure the C server")
-    parser.add_argument("--baseline-rounds", type=int, default=1,
-                        help="rounds of the C server per row (default: %(default)s; it is "
-                             "a check on the load generator, not a contestant)")
+    parser.add_argument("--baseline-rounds", type=int,
+                        help="rounds of the C server per row (default 2, or 1 with --quick; "
+                             "it is a check on the load generator, not a contestant)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to CPUs")
     parser.add_argument("--require", default="",
                         help="comma-separated loops that must be available (exit 2 if not)")
@@ -587,9 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = select_rows(args.rows)
     except ValueError as exc:
         parser.error(str(exc))
-    rounds = args.rounds or (2 if args.quick else 3)
-    duration = args.duration or (0.4 if args.quick else 1.5)
-    warmup = args.warmup if args.warmup is not None else (0.15 if args.quick else 0.3)
+    # More short rounds rather than few long ones: on a shared machine the
+    # noise comes in bursts, which a median over rounds absorbs.
+    rounds = args.rounds or (2 if args.quick else 4)
+    duration = args.duration or (0.25 if args.quick else 1.0)
+    warmup = args.warmup if args.warmup is not None else (0.1 if args.quick else 0.2)
     if rounds < 1 or duration <= 0 or warmup < 0:
         parser.error("--rounds, --duration and --warmup must be positive")
 
@@ -626,7 +687,10 @@ def main(argv: list[str] | None = None) -> int:
         print("wrk not found: the http rows are n/a")
     print(flush=True)
 
-    baseline_rounds = 0 if args.no_baseline else min(args.baseline_rounds, rounds)
+    baseline_rounds = args.baseline_rounds or (1 if args.quick else 2)
+    baseline_rounds = 0 if args.no_baseline else min(baseline_rounds, rounds)
+    # The C server's rounds, spread over the loops' rounds (2 of 4: 1 and 3).
+    baseline_at = {1 + i * rounds // baseline_rounds for i in range(baseline_rounds)}
     workdir = tempfile.mkdtemp(prefix="minloop-net-")
     results: dict = {}
     total = len(rows) * (rounds * len(available) + baseline_rounds)
@@ -638,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
                      for n in names}
             for round_ in range(1, rounds + 1):
                 for name in names:
-                    if name == BASELINE and round_ > baseline_rounds:
+                    if name == BASELINE and round_ not in baseline_at:
                         continue
                     cell = cells[name]
                     if cell["na"]:  # it will not become available next round
@@ -676,8 +740,16 @@ def main(argv: list[str] | None = None) -> int:
           "saturated: the generator, not the server, set the pace).")
     print("'~': rounds spread by more than "
           f"{NOISY:.0%} (max-min over median); '!': some rounds failed or misbehaved.")
+    print("other load%: CPU time other processes took on the benchmark's CPUs during the "
+          "runs (median over the row's runs).")
     for line in geomeans(results, available):
         print(line)
+    loads = sorted(s["other_load"] for e in results.values() for c in e["cells"].values()
+                   for s in c["samples"] if s.get("other_load") is not None)
+    if loads and statistics.median(loads) > BUSY:
+        print(f"WARNING: the machine was busy: other processes took a median "
+              f"{statistics.median(loads):.0%} (worst {loads[-1]:.0%}) of the benchmark's "
+              f"CPUs; the servers waited for CPU and the numbers carry that noise.")
     extra = render_extra(results, available)
     if extra:
         print()
