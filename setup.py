@@ -52,6 +52,7 @@ extensions = [
         **common,
     ),
     Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
+    Extension("minloop.datagram", ["minloop/datagram.pyx"], **transport_common),
 ]
 
 setup(
