@@ -48,7 +48,12 @@ HTTP_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 HTTP_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
                     b"Connection: close\r\n\r\n")
 
-KINDS = ("protocol", "buffered", "streams", "sock", "unix", "udp", "http")
+# The loop method each kind stands on, for reports.
+CALLS = {"protocol": "loop.create_server", "buffered": "loop.create_server",
+         "streams": "asyncio.start_server", "sock": "loop.sock_accept",
+         "unix": "loop.create_unix_server", "udp": "loop.create_datagram_endpoint",
+         "http": "loop.create_server"}
+KINDS = tuple(CALLS)
 
 
 # ---------------------------------------------------------------------------
@@ -255,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         address = loop.run_until_complete(start(args.kind, args.port, args.path, keep))
     except Exception as exc:  # any failure to start is "this loop cannot"
-        _say({"unsupported": f"{type(exc).__name__}: {exc}".strip()[:300]})
+        # Some loops raise a bare NotImplementedError(): say which call it was.
+        detail = str(exc) or f"from {CALLS[args.kind]}"
+        _say({"unsupported": f"{type(exc).__name__}: {detail}"[:300]})
         return 3
 
     def finish(*_):
