@@ -1,0 +1,58 @@
+"""Smoke test of the network benchmark: it builds, runs and prints its table.
+
+    pytest benchmarks/net/test_net_smoke.py
+
+It checks that the pieces fit (the C programs compile, a server starts on
+asyncio's loop, the load generator's echo checks pass, the table and the
+JSON come out), never how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+NET_COMPARE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "net_compare.py")
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or shutil.which("gcc") is None,
+    reason="the load generator needs Linux (epoll) and gcc")
+
+
+def run(tmp_path, *args):
+    out = tmp_path / "net.json"
+    proc = subprocess.run(
+        [sys.executable, NET_COMPARE, "--quick", "--rounds", "1", "--loops", "asyncio",
+         "--json", str(out), *args],
+        capture_output=True, text=True, timeout=120)
+    return proc, out
+
+
+def test_echo_row_produces_table(tmp_path):
+    proc, out = run(tmp_path, "--rows", "tcp-protocol-1k-c1")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| row"))
+    assert "asyncio" in header and "C server" in header and "CPU-s/1M asyncio" in header
+    row = next(line for line in lines if line.startswith("| tcp-protocol-1k-c1 "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] not in ("-", "FAILED") and not cells[1].startswith("n/a"), row
+    assert "failures and misbehaviour" not in proc.stdout
+
+    data = json.loads(out.read_text())
+    cell = data["results"]["tcp-protocol-1k-c1"]["cells"]["asyncio"]
+    (sample,) = cell["samples"]
+    assert sample["round_trips"] > 0 and sample["server_cpu"] >= 0
+    assert data["results"]["tcp-protocol-1k-c1"]["cells"]["c"]["samples"]
+
+
+def test_unknown_row_is_a_usage_error(tmp_path):
+    proc, _ = run(tmp_path, "--rows", "no-such-row")
+    assert proc.returncode == 2
+    assert "no row matches" in proc.stderr
