@@ -51,6 +51,7 @@ extensions = [
         ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
         **common,
     ),
+    Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
 ]
 
 setup(

@@ -15,20 +15,25 @@ import weakref
 
 from asyncio import base_events as _aio_base
 from asyncio import coroutines as _aio_coroutines
+from asyncio import constants as _aio_constants
 from asyncio import selector_events as _aio_selector
+from asyncio import sslproto as _aio_sslproto
+from asyncio import unix_events as _aio_unix
 
+from . import stream as _stream
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
 
 _BaseEventLoop = _aio_base.BaseEventLoop
+_BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
+_UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
+_HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
     'networking (issue 3)': (
-        'create_connection', 'create_server', 'create_unix_connection',
-        'create_unix_server', 'create_datagram_endpoint',
-        'connect_accepted_socket',
+        'create_datagram_endpoint',
     ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
         'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
@@ -88,6 +93,8 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         self._coroutine_origin_tracking_enabled = False
         self._coroutine_origin_tracking_saved_depth = None
         self._current_handle = None
+        # fd -> the transport that owns it (sock_* and add_reader refuse it).
+        self._transports = weakref.WeakValueDictionary()
         self._init_signals()
         self.set_debug(_aio_coroutines._is_debug_mode())
 
@@ -161,6 +168,50 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         return await self.run_in_executor(
             None, socket.getnameinfo, sockaddr, flags)
 
+    # ------------------------------------------------------------------
+    # Transports and servers.  create_connection, create_server and their
+    # Unix and accepted-socket variants are asyncio's own functions (name
+    # resolution, happy eyeballs, socket options, Server): they reach the
+    # compiled code through the four methods below.
+
+    def _make_socket_transport(self, sock, protocol, waiter=None, *,
+                               extra=None, server=None):
+        return _stream.SocketTransport(self, sock, protocol, waiter, extra,
+                                       server)
+
+    def _make_ssl_transport(
+            self, rawsock, protocol, sslcontext, waiter=None, *,
+            server_side=False, server_hostname=None, extra=None, server=None,
+            ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
+            ssl_shutdown_timeout=None):
+        # asyncio's TLS layer is a protocol between the socket transport and
+        # the application's protocol; it runs unchanged over ours.
+        kwargs = {'ssl_handshake_timeout': ssl_handshake_timeout}
+        if _HAS_SSL_SHUTDOWN_TIMEOUT:
+            if ssl_shutdown_timeout is None:
+                ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
+            kwargs['ssl_shutdown_timeout'] = ssl_shutdown_timeout
+        ssl_protocol = _aio_sslproto.SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side, server_hostname,
+            **kwargs)
+        _stream.SocketTransport(self, rawsock, ssl_protocol, None, extra,
+                                server)
+        return ssl_protocol._app_transport
+
+    def _start_serving(self, protocol_factory, sock, sslcontext=None,
+                       server=None, backlog=100,
+                       ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
+                       ssl_shutdown_timeout=None):
+        if _HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
+            ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
+        self._add_reader(sock.fileno(), _stream.accept_connections, self,
+                         protocol_factory, sock, sslcontext, server, backlog,
+                         ssl_handshake_timeout, ssl_shutdown_timeout)
+
+    def _stop_serving(self, sock):
+        self._remove_reader(sock.fileno())
+        sock.close()
+
 
 # The sock_* methods: asyncio's selector-loop implementation (syscall first,
 # a reader or writer only on EAGAIN) over our compiled fd table, so their
@@ -170,6 +221,18 @@ for _name, _value in vars(_aio_selector.BaseSelectorEventLoop).items():
     if _name.startswith(('sock_', '_sock_')) and _name != 'sock_sendfile':
         setattr(Loop, _name, _value)
 Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
+
+# Connection set-up: asyncio's code for this Python version (the names a
+# version lacks are skipped).
+for _name in ('create_connection', '_connect_sock',
+              '_create_connection_transport', 'create_server',
+              '_create_server_getaddrinfo', 'connect_accepted_socket'):
+    if hasattr(_BaseEventLoop, _name):
+        setattr(Loop, _name, getattr(_BaseEventLoop, _name))
+for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
+    setattr(Loop, _name, getattr(_BaseSelectorEventLoop, _name))
+for _name in ('create_unix_connection', 'create_unix_server'):
+    setattr(Loop, _name, getattr(_UnixSelectorEventLoop, _name))
 
 for _feature, _names in _NOT_BUILT.items():
     for _name in _names:

@@ -58,3 +58,23 @@ cdef extern from "wakeup.h" nogil:
 
 cdef extern from "monotonic.h" nogil:
     double monotonic_now()
+
+
+cdef extern from "net_compat.h" nogil:
+    enum:
+        MSG_NOSIGNAL
+        MINLOOP_IOV_MAX
+    struct iovec:
+        void *iov_base
+        size_t iov_len
+    struct msghdr:
+        void *msg_name
+        unsigned int msg_namelen
+        iovec *msg_iov
+        size_t msg_iovlen
+        void *msg_control
+        size_t msg_controllen
+        int msg_flags
+    ssize_t recv(int fd, void *buf, size_t n, int flags)
+    ssize_t send(int fd, const void *buf, size_t n, int flags)
+    ssize_t sendmsg(int fd, const msghdr *msg, int flags)

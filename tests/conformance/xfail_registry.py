@@ -33,10 +33,6 @@ def networking(what):
     return f"needs networking ({what}), issue 3"
 
 
-def networking_tls(what):
-    return f"needs networking ({what}) and TLS, issues 3 and 4"
-
-
 def pipes(what):
     return f"needs pipes ({what}), issue 4"
 
@@ -53,54 +49,11 @@ def _each(reason, *keys):
 
 
 XFAIL = {
-    # --- networking: create_server & co (issue 3) ---------------------------
-    **_each(networking("create_server"),
-            "test_events::EventLoopTests::test_create_server",
-            "test_events::EventLoopTests::test_create_server_addr_in_use",
-            "test_events::EventLoopTests::test_create_server_dual_stack",
-            "test_events::EventLoopTests::test_create_server_multiple_hosts_ipv4",
-            "test_events::EventLoopTests::test_create_server_multiple_hosts_ipv6",
-            "test_events::EventLoopTests::test_create_server_reuse_port",
-            "test_events::EventLoopTests::test_create_server_sock",
-            "test_events::EventLoopTests::test_server_close",
-            "test_events::TestServer::test_get_loop"),
-    **_each(networking_tls("create_server"),
-            "test_events::EventLoopTests::test_create_server_ssl",
-            "test_events::EventLoopTests::test_create_server_ssl_match_failed",
-            "test_events::EventLoopTests::test_create_server_ssl_verified",
-            "test_events::EventLoopTests::test_create_server_ssl_verify_failed"),
-    **_each(networking("create_unix_server"),
-            "test_events::EventLoopTests::test_create_unix_server",
-            "test_events::EventLoopTests::test_create_unix_server_path_socket_error"),
-    **_each(networking_tls("create_unix_server"),
-            "test_events::EventLoopTests::test_create_unix_server_ssl",
-            "test_events::EventLoopTests::test_create_unix_server_ssl_verified",
-            "test_events::EventLoopTests::test_create_unix_server_ssl_verify_failed"),
-    **_each(networking("create_connection"),
-            "test_events::EventLoopTests::test_create_connection",
-            "test_events::EventLoopTests::test_create_connection_local_addr",
-            "test_events::EventLoopTests::test_create_connection_local_addr_in_use",
-            "test_events::EventLoopTests::test_create_connection_local_addr_nomatch_family",
-            "test_events::EventLoopTests::test_create_connection_local_addr_skip_different_family"),
-    **_each(networking_tls("create_connection"),
-            "test_events::EventLoopTests::test_create_ssl_connection"),
-    **_each(networking("create_unix_connection"),
-            "test_events::EventLoopTests::test_create_unix_connection"),
-    **_each(networking_tls("create_unix_connection"),
-            "test_events::EventLoopTests::test_create_ssl_unix_connection"),
-    **_each(networking("connect_accepted_socket"),
-            "test_events::EventLoopTests::test_connect_accepted_socket",
-            "test_events::EventLoopTests::test_connect_accepted_socket_ssl_timeout_for_plain_socket"),
-    **_each(networking_tls("connect_accepted_socket"),
-            "test_events::EventLoopTests::test_ssl_connect_accepted_socket"),
+    # --- networking: UDP (issue 3) -------------------------------------------
     **_each(networking("create_datagram_endpoint"),
             "test_events::EventLoopTests::test_create_datagram_endpoint",
             "test_events::EventLoopTests::test_create_datagram_endpoint_ipv6",
             "test_events::EventLoopTests::test_create_datagram_endpoint_sock"),
-    **_each(networking("sock_recv"),
-            "test_events::EventLoopTests::test_prompt_cancellation"),
-    **_each(networking("create_connection"),
-            "test_sock_lowlevel::SockLowLevelTests::test_create_connection_sock"),
 
     # --- pipes and subprocesses (issue 4) -----------------------------------
     **_each(pipes("connect_read_pipe"),
@@ -122,13 +75,7 @@ XFAIL = {
 }
 
 XFAIL_BY_VERSION = {
-    (3, 12): {
-        "test_events::EventLoopTests::test_create_server_trsock":
-            networking("create_server"),
-    },
     (3, 13): {
-        "test_events::EventLoopTests::test_create_server_trsock":
-            networking("create_server"),
         "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
             networking("create_datagram_endpoint"),
     },

@@ -1,0 +1,720 @@
+"""The socket transport for TCP and Unix streams, and the accept loop.
+
+asyncio's counterparts are _SelectorSocketTransport and
+BaseSelectorEventLoop._accept_connection (selector_events.py): the order of
+callbacks, the error messages and what reaches the protocol are theirs.
+What differs is only how the work is done:
+
+* reads go from recv() into one 256 KiB buffer and out as a bytes object of
+  the size read (asyncio allocates 256 KiB per read and shrinks it);
+* a write is sent at once when nothing is queued, and only the unsent rest
+  is queued: bytes objects by reference (large writes are never copied),
+  other buffers as a bytes copy, since the caller may change them after
+  write() returns;
+* queued data leaves with one sendmsg() (writev) for up to IOV_MAX buffers;
+* an accepted connection gets its transport at once, not through a task.
+"""
+
+import socket as _socket
+import sys
+from os import strerror as _strerror
+import warnings
+
+from asyncio import base_events as _aio_base_events
+from asyncio import constants as _aio_constants
+from asyncio import futures as _aio_futures
+from asyncio import protocols as _aio_protocols
+from asyncio import trsock as _aio_trsock
+from asyncio.log import logger as _logger
+
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from libc.errno cimport errno, EAGAIN, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
+
+cdef extern from "errno.h":
+    enum: EWOULDBLOCK
+from libc.string cimport memset
+
+from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
+                        iovec, msghdr, recv, send, sendmsg)
+from .loop cimport LoopCore
+from .transport_bases cimport StreamTransportBase
+
+
+cdef object _TransportSocket = _aio_trsock.TransportSocket
+cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
+cdef object _set_nodelay = _aio_base_events._set_nodelay
+cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
+cdef object _warn = warnings.warn
+cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
+cdef object _ACCEPT_RETRY_DELAY = _aio_constants.ACCEPT_RETRY_DELAY
+cdef object _SHUT_WR = _socket.SHUT_WR
+
+# 3.13 made Server track its transports: _attach(transport)/_detach(transport).
+cdef bint _SERVER_TRACKS_TRANSPORTS = sys.version_info >= (3, 13)
+# 3.11 added ssl_shutdown_timeout to the TLS accept path.
+cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = sys.version_info >= (3, 11)
+
+cdef enum:
+    # asyncio's max_size: the most one read returns.
+    READ_SIZE = 256 * 1024
+# Shared by every transport: a read is copied out of it into a new bytes
+# object before the GIL is released or any Python code runs.
+cdef char _read_buffer[READ_SIZE]
+
+
+cdef inline object _os_error(int err):
+    # OSError(errno, msg) picks the subclass (ConnectionResetError, ...).
+    return OSError(err, _strerror(err))
+
+
+cdef inline bint _would_block(int err) noexcept:
+    # (EWOULDBLOCK equals EAGAIN on Linux: compared apart, not in a switch.)
+    if err == EAGAIN or err == EINTR:
+        return True
+    return err == EWOULDBLOCK
+
+
+@cython.final
+cdef class SocketTransport(StreamTransportBase):
+    """A TCP or Unix stream socket, as asyncio's _SelectorSocketTransport."""
+
+    cdef:
+        readonly object _loop     # None once connection_lost() has run
+        LoopCore _core            # the same loop, for the fd table; kept
+        readonly object _sock     # None once connection_lost() has run
+        readonly int _sock_fd
+        readonly object _protocol
+        object _data_received     # protocol.data_received, bound once
+        bint _buffered            # the protocol is a BufferedProtocol
+        bint _protocol_connected
+        readonly object _server
+        # Data not yet sent, oldest first: bytes objects only.  The first
+        # `_buffer_head` bytes of _buffer[0] have been sent already.
+        list _buffer
+        Py_ssize_t _buffer_head
+        Py_ssize_t _buffer_size   # bytes still to send
+        readonly int _conn_lost   # set when connection_lost() is scheduled
+        readonly bint _closing
+        readonly bint _paused
+        readonly bint _eof
+        readonly bint _protocol_paused
+        readonly Py_ssize_t _high_water
+        readonly Py_ssize_t _low_water
+        object _empty_waiter      # sendfile's wait for an empty buffer
+        object __weakref__        # for loop._transports
+
+    max_size = READ_SIZE
+    _start_tls_compatible = True
+    _sendfile_compatible = _aio_constants._SendfileMode.TRY_NATIVE
+
+    def __init__(self, loop, sock, protocol, waiter=None, extra=None,
+                 server=None):
+        if extra is None:
+            extra = {}
+        self._extra = extra
+        extra['socket'] = _TransportSocket(sock)
+        try:
+            extra['sockname'] = sock.getsockname()
+        except OSError:
+            extra['sockname'] = None
+        if 'peername' not in extra:
+            try:
+                extra['peername'] = sock.getpeername()
+            except OSError:
+                extra['peername'] = None
+        self._loop = loop
+        self._core = <LoopCore?>loop
+        self._sock = sock
+        self._sock_fd = sock.fileno()
+        self.set_protocol(protocol)
+        self._server = server
+        self._buffer = []
+        self._set_write_buffer_limits(None, None)
+        if server is not None:
+            if _SERVER_TRACKS_TRANSPORTS:
+                server._attach(self)
+            else:
+                server._attach()
+        loop._transports[self._sock_fd] = self
+        # Small writes go out without waiting for the peer's ACK (asyncio
+        # disables Nagle's algorithm on every TCP transport).
+        _set_nodelay(sock)
+        loop.call_soon(self._protocol.connection_made, self)
+        # Reading starts only once connection_made() has run.
+        loop.call_soon(self._add_reader, self._sock_fd, self._read_ready)
+        if waiter is not None:
+            loop.call_soon(_set_result_unless_cancelled, waiter, None)
+
+    def __repr__(self):
+        info = [type(self).__name__]
+        if self._sock is None:
+            info.append('closed')
+        elif self._closing:
+            info.append('closing')
+        info.append(f'fd={self._sock_fd}')
+        if self._loop is not None and not self._loop.is_closed():
+            info.append('read=polling' if self._watching(POLLER_READ) else 'read=idle')
+            state = 'polling' if self._watching(POLLER_WRITE) else 'idle'
+            info.append(f'write=<{state}, bufsize={self._buffer_size}>')
+        return '<{}>'.format(' '.join(info))
+
+    cdef bint _watching(self, int which):
+        cdef int fd = self._sock_fd
+        if fd < 0 or fd >= self._core._fds_size:
+            return False
+        if which == POLLER_READ:
+            return self._core._fds[fd].reader != NULL
+        return self._core._fds[fd].writer != NULL
+
+    def __del__(self):
+        if self._sock is not None:
+            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
+            self._sock.close()
+            self._sock = None
+            self._detach_server()
+
+    cdef _detach_server(self):
+        server = self._server
+        if server is not None:
+            self._server = None
+            if _SERVER_TRACKS_TRANSPORTS:
+                server._detach(self)
+            else:
+                server._detach()
+
+    # ------------------------------------------------------------------
+    # BaseTransport
+
+    def get_extra_info(self, name, default=None):
+        return self._extra.get(name, default)
+
+    def is_closing(self):
+        return self._closing
+
+    def close(self):
+        if self._closing:
+            return
+        self._closing = True
+        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
+        if not self._buffer_size:
+            self._conn_lost += 1
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+            self._loop.call_soon(self._call_connection_lost, None)
+
+    def set_protocol(self, protocol):
+        self._buffered = isinstance(protocol, _BufferedProtocol)
+        self._data_received = None if self._buffered else protocol.data_received
+        self._protocol = protocol
+        self._protocol_connected = True
+
+    def get_protocol(self):
+        return self._protocol
+
+    def abort(self):
+        self._force_close(None)
+
+    # ------------------------------------------------------------------
+    # ReadTransport
+
+    def is_reading(self):
+        return not self._closing and not self._paused
+
+    def pause_reading(self):
+        if self._closing or self._paused:
+            return
+        self._paused = True
+        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
+        if self._core._debug:
+            _logger.debug("%r pauses reading", self)
+
+    def resume_reading(self):
+        if self._closing or not self._paused:
+            return
+        self._paused = False
+        self._add_reader(self._sock_fd, self._read_ready)
+        if self._core._debug:
+            _logger.debug("%r resumes reading", self)
+
+    def _add_reader(self, fd, callback, *args):
+        if self._closing or self._paused:
+            return
+        self._core._add_fd_handle(fd, POLLER_READ, callback, args)
+
+    def _read_ready(self):
+        if self._conn_lost:
+            return
+        if self._buffered:
+            self._read_into_protocol_buffer()
+        else:
+            self._read_data()
+
+    cdef _read_data(self):
+        cdef ssize_t n = recv(self._sock_fd, _read_buffer, READ_SIZE, 0)
+        if n < 0:
+            if not _would_block(errno):
+                self._fatal_error(_os_error(errno),
+                                  'Fatal read error on socket transport')
+            return
+        if n == 0:
+            self._read_eof()
+            return
+        data = PyBytes_FromStringAndSize(_read_buffer, n)
+        try:
+            self._data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(
+                exc, 'Fatal error: protocol.data_received() call failed.')
+
+    cdef _read_into_protocol_buffer(self):
+        cdef Py_buffer view
+        cdef ssize_t n
+        cdef int err
+        try:
+            buf = self._protocol.get_buffer(-1)
+            if not len(buf):
+                raise RuntimeError('get_buffer() returned an empty buffer')
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(
+                exc, 'Fatal error: protocol.get_buffer() call failed.')
+            return
+        try:
+            # Where asyncio's sock.recv_into(buf) would fail on a read-only
+            # or non-contiguous buffer, this does, with the same message.
+            PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, 'Fatal read error on socket transport')
+            return
+        n = recv(self._sock_fd, view.buf, <size_t>view.len, 0)
+        err = errno
+        PyBuffer_Release(&view)
+        if n < 0:
+            if not _would_block(err):
+                self._fatal_error(_os_error(err),
+                                  'Fatal read error on socket transport')
+            return
+        if n == 0:
+            self._read_eof()
+            return
+        try:
+            self._protocol.buffer_updated(n)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(
+                exc, 'Fatal error: protocol.buffer_updated() call failed.')
+
+    cdef _read_eof(self):
+        if self._core._debug:
+            _logger.debug("%r received EOF", self)
+        try:
+            keep_open = self._protocol.eof_received()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(
+                exc, 'Fatal error: protocol.eof_received() call failed.')
+            return
+        if keep_open:
+            # The protocol may still write, but nothing more can be read.
+            self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
+        else:
+            self.close()
+
+    # ------------------------------------------------------------------
+    # WriteTransport
+
+    def write(self, data):
+        cdef Py_ssize_t sent
+        if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
+            raise TypeError(f'data argument must be a bytes-like object, '
+                            f'not {type(data).__name__!r}')
+        if self._eof:
+            raise RuntimeError('Cannot call write() after write_eof()')
+        if self._empty_waiter is not None:
+            raise RuntimeError('unable to write; sendfile is in progress')
+        if not data:
+            return
+        if self._conn_lost:
+            self._count_write_after_loss()
+            return
+        if not self._buffer_size:
+            sent = self._send_now(data)
+            if sent < 0:
+                return
+            if not self._queue(data, sent):
+                return   # all of it went out
+            self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
+                                      self._write_ready, ())
+        else:
+            self._queue(data, 0)
+        self._maybe_pause_protocol()
+
+    def writelines(self, list_of_data):
+        if self._eof:
+            raise RuntimeError('Cannot call writelines() after write_eof()')
+        if self._empty_waiter is not None:
+            raise RuntimeError('unable to writelines; sendfile is in progress')
+        chunks = list(list_of_data)
+        for data in chunks:
+            if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
+                raise TypeError(f'data argument must be a bytes-like object, '
+                                f'not {type(data).__name__!r}')
+        if self._conn_lost:
+            if any(chunks):
+                self._count_write_after_loss()
+            return
+        was_empty = not self._buffer_size
+        for data in chunks:
+            if data:
+                self._queue(data, 0)
+        if not self._buffer_size:
+            return
+        if was_empty:
+            # One sendmsg() for all of it; a writer only for what is left.
+            if self._flush() < 0:
+                return
+            if self._buffer_size:
+                self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
+                                          self._write_ready, ())
+        self._maybe_pause_protocol()
+
+    cdef _count_write_after_loss(self):
+        if self._conn_lost >= _LOG_THRESHOLD_FOR_CONNLOST_WRITES:
+            _logger.warning('socket.send() raised exception.')
+        self._conn_lost += 1
+
+    cdef Py_ssize_t _send_now(self, data) except -2:
+        """send() data at once; the bytes sent (0 on EAGAIN), -1 on a fatal error."""
+        cdef Py_buffer view
+        cdef ssize_t n
+        cdef int err
+        if PyBytes_Check(data):
+            n = send(self._sock_fd, PyBytes_AS_STRING(data),
+                     <size_t>PyBytes_GET_SIZE(data), MSG_NOSIGNAL)
+            err = errno
+        else:
+            try:
+                PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._fatal_error(exc, 'Fatal write error on socket transport')
+                return -1
+            n = send(self._sock_fd, view.buf, <size_t>view.len, MSG_NOSIGNAL)
+            err = errno
+            PyBuffer_Release(&view)
+        if n >= 0:
+            return n
+        if _would_block(err):
+            return 0
+        self._fatal_error(_os_error(err), 'Fatal write error on socket transport')
+        return -1
+
+    cdef bint _queue(self, data, Py_ssize_t offset) except -1:
+        """Queue data[offset:]; False if there is nothing left to queue."""
+        cdef Py_buffer view
+        cdef Py_ssize_t size
+        if PyBytes_Check(data):
+            size = PyBytes_GET_SIZE(data) - offset
+            if size <= 0:
+                return False
+            if self._buffer_size == 0:
+                # Keep the object, not a copy: the head records what was sent.
+                self._buffer_head = offset
+                self._buffer.append(data)
+            elif offset:
+                self._buffer.append(data[offset:])
+            else:
+                self._buffer.append(data)
+        else:
+            # The caller may reuse a mutable buffer once write() returns.
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            try:
+                size = view.len - offset
+                if size <= 0:
+                    return False
+                copy = PyBytes_FromStringAndSize(<char *>view.buf + offset, size)
+            finally:
+                PyBuffer_Release(&view)
+            if self._buffer_size == 0:
+                self._buffer_head = 0
+            self._buffer.append(copy)
+        self._buffer_size += size
+        return True
+
+    cdef int _flush(self) except -2:
+        """sendmsg() what is queued; -1 after a fatal error, else 0."""
+        cdef iovec iov[MINLOOP_IOV_MAX]
+        cdef msghdr msg
+        cdef Py_ssize_t count = len(self._buffer)
+        cdef Py_ssize_t i, n, size
+        cdef ssize_t sent
+        cdef int err
+        if count > MINLOOP_IOV_MAX:
+            count = MINLOOP_IOV_MAX
+        for i in range(count):
+            chunk = self._buffer[i]
+            iov[i].iov_base = PyBytes_AS_STRING(chunk)
+            iov[i].iov_len = <size_t>PyBytes_GET_SIZE(chunk)
+        iov[0].iov_base = <char *>iov[0].iov_base + self._buffer_head
+        iov[0].iov_len -= <size_t>self._buffer_head
+        memset(&msg, 0, sizeof(msg))
+        msg.msg_iov = iov
+        msg.msg_iovlen = <size_t>count
+        sent = sendmsg(self._sock_fd, &msg, MSG_NOSIGNAL)
+        err = errno
+        if sent < 0:
+            if _would_block(err):
+                return 0
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+            self._clear_buffer()
+            exc = _os_error(err)
+            self._fatal_error(exc, 'Fatal write error on socket transport')
+            if self._empty_waiter is not None:
+                self._empty_waiter.set_exception(exc)
+            return -1
+        # Drop what went out: whole chunks, then part of the next one.
+        self._buffer_size -= sent
+        n = sent + self._buffer_head
+        i = 0
+        while i < count:
+            size = PyBytes_GET_SIZE(self._buffer[i])
+            if n < size:
+                break
+            n -= size
+            i += 1
+        if i:
+            del self._buffer[:i]
+        self._buffer_head = n
+        return 0
+
+    cdef void _clear_buffer(self):
+        self._buffer.clear()
+        self._buffer_head = 0
+        self._buffer_size = 0
+
+    def _write_ready(self):
+        if self._conn_lost or not self._buffer_size:
+            return
+        if self._flush() < 0:
+            return
+        self._maybe_resume_protocol()   # may write more
+        if not self._buffer_size:
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+            if self._empty_waiter is not None:
+                self._empty_waiter.set_result(None)
+            if self._closing:
+                self._call_connection_lost(None)
+            elif self._eof:
+                self._sock.shutdown(_SHUT_WR)
+
+    def write_eof(self):
+        if self._closing or self._eof:
+            return
+        self._eof = True
+        if not self._buffer_size:
+            self._sock.shutdown(_SHUT_WR)
+
+    def can_write_eof(self):
+        return True
+
+    def get_write_buffer_size(self):
+        return self._buffer_size
+
+    def get_write_buffer_limits(self):
+        return (self._low_water, self._high_water)
+
+    def set_write_buffer_limits(self, high=None, low=None):
+        self._set_write_buffer_limits(high, low)
+        self._maybe_pause_protocol()
+
+    cdef _set_write_buffer_limits(self, high, low):
+        if high is None:
+            if low is None:
+                high = 64 * 1024
+            else:
+                high = 4 * low
+        if low is None:
+            low = high // 4
+        if not high >= low >= 0:
+            raise ValueError(
+                f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
+        self._high_water = high
+        self._low_water = low
+
+    cdef _maybe_pause_protocol(self):
+        if self._buffer_size <= self._high_water or self._protocol_paused:
+            return
+        self._protocol_paused = True
+        try:
+            self._protocol.pause_writing()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._loop.call_exception_handler({
+                'message': 'protocol.pause_writing() failed',
+                'exception': exc,
+                'transport': self,
+                'protocol': self._protocol,
+            })
+
+    cdef _maybe_resume_protocol(self):
+        if self._protocol_paused and self._buffer_size <= self._low_water:
+            self._protocol_paused = False
+            try:
+                self._protocol.resume_writing()
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._loop.call_exception_handler({
+                    'message': 'protocol.resume_writing() failed',
+                    'exception': exc,
+                    'transport': self,
+                    'protocol': self._protocol,
+                })
+
+    # ------------------------------------------------------------------
+    # Errors and the end of the connection
+
+    def _fatal_error(self, exc, message='Fatal error on transport'):
+        # Called from an exception handler only.
+        if isinstance(exc, OSError):
+            if self._core._debug:
+                _logger.debug("%r: %s", self, message, exc_info=True)
+        else:
+            self._loop.call_exception_handler({
+                'message': message,
+                'exception': exc,
+                'transport': self,
+                'protocol': self._protocol,
+            })
+        self._force_close(exc)
+
+    def _force_close(self, exc):
+        # asyncio would fail on its cleared loop here if connection_lost()
+        # has already run; there is nothing left to close then.
+        if self._conn_lost or self._sock is None:
+            return
+        if self._buffer_size:
+            self._clear_buffer()
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+        if not self._closing:
+            self._closing = True
+            self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
+        self._conn_lost += 1
+        self._loop.call_soon(self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self._protocol_connected:
+                self._protocol.connection_lost(exc)
+        finally:
+            self._sock.close()
+            self._sock = None
+            self._protocol = None
+            self._data_received = None
+            self._loop = None
+            self._detach_server()
+        if self._empty_waiter is not None:
+            self._empty_waiter.set_exception(
+                ConnectionError("Connection is closed by peer"))
+
+    # sendfile's fallback (asyncio's loop.sendfile) waits for the buffer to
+    # drain between chunks.
+    def _make_empty_waiter(self):
+        if self._empty_waiter is not None:
+            raise RuntimeError("Empty waiter is already set")
+        self._empty_waiter = self._loop.create_future()
+        if not self._buffer_size:
+            self._empty_waiter.set_result(None)
+        return self._empty_waiter
+
+    def _reset_empty_waiter(self):
+        self._empty_waiter = None
+
+
+# ----------------------------------------------------------------------
+# Servers: the reader callback of a listening socket
+
+
+def accept_connections(loop, protocol_factory, sock, sslcontext, server,
+                       int backlog, ssl_handshake_timeout,
+                       ssl_shutdown_timeout):
+    """Accept up to `backlog` connections now waiting on sock.
+
+    The loop's reader for a listening socket, with the arguments of
+    asyncio's BaseSelectorEventLoop._accept_connection.
+    """
+    cdef int i
+    for i in range(backlog):
+        try:
+            conn, addr = sock.accept()
+            if loop._debug:
+                _logger.debug("%r got a new connection from %r: %r",
+                              server, addr, conn)
+            conn.setblocking(False)
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            # Nothing more to accept now, or the peer gave up early.
+            return None
+        except OSError as exc:
+            # Out of fds or memory: pause accepting (it would only spin)
+            # and try again a second later, as asyncio does.
+            if exc.errno in (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+                loop.call_exception_handler({
+                    'message': 'socket.accept() out of system resource',
+                    'exception': exc,
+                    'socket': _TransportSocket(sock),
+                })
+                loop._remove_reader(sock.fileno())
+                loop.call_later(_ACCEPT_RETRY_DELAY, loop._start_serving,
+                                protocol_factory, sock, sslcontext, server,
+                                backlog, ssl_handshake_timeout,
+                                ssl_shutdown_timeout)
+                return None
+            raise
+        extra = {'peername': addr}
+        if sslcontext is not None:
+            # TLS goes through asyncio's task-based path unchanged.
+            if _HAS_SSL_SHUTDOWN_TIMEOUT:
+                accept = loop._accept_connection2(
+                    protocol_factory, conn, extra, sslcontext, server,
+                    ssl_handshake_timeout, ssl_shutdown_timeout)
+            else:
+                accept = loop._accept_connection2(
+                    protocol_factory, conn, extra, sslcontext, server,
+                    ssl_handshake_timeout)
+            loop.create_task(accept)
+            continue
+        _serve_connection(loop, protocol_factory, conn, extra, server)
+    return None
+
+
+cdef _serve_connection(loop, protocol_factory, conn, dict extra, server):
+    protocol = None
+    try:
+        protocol = protocol_factory()
+        SocketTransport(loop, conn, protocol, None, extra, server)
+    except (SystemExit, KeyboardInterrupt):
+        conn.close()
+        raise
+    except BaseException as exc:
+        # asyncio reports a failed protocol factory only in debug mode (and
+        # leaves the socket to the garbage collector); the socket is closed
+        # here so that the fd is not held until then.
+        conn.close()
+        if loop._debug:
+            context = {
+                'message': 'Error on transport creation for incoming connection',
+                'exception': exc,
+            }
+            if protocol is not None:
+                context['protocol'] = protocol
+            loop.call_exception_handler(context)
