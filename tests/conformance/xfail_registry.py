@@ -66,6 +66,14 @@ XFAIL = {
             "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
             "test_events::EventLoopTests::test_write_pty"),
     "test_events::SubprocessTests::*": SUBPROCESS,
+    # Not run: each fails at the missing method and leaves a transport or a
+    # pipe file unclosed; the gc.collect() inside the later
+    # test_unclosed_resource_warnings then sees their ResourceWarnings too
+    # (3 warnings, not 1), so that test would fail in a full run only.
+    "test_streams::StreamTests::test_read_all_from_pipe_reader":
+        NotRun(pipes("connect_read_pipe")),
+    "test_streams::StreamTests::test_start_tls":
+        NotRun("needs TLS (start_tls), issue 4"),
 
     # --- asyncio internals ----------------------------------------------------
     # Counts calls of loop._run_once (patched on the instance) and names
