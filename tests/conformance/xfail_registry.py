@@ -84,6 +84,31 @@ XFAIL = {
 
 XFAIL_BY_VERSION = {
     (3, 13): {
+        # asyncio 3.13's create_unix_server() (which minloop reuses) records
+        # the listening socket in loop._unix_server_sockets for
+        # cleanup_socket=True; minloop's Loop has no such dict (nor the
+        # _stop_serving() that unlinks the path), so it raises AttributeError
+        # after binding, and leaks the bound socket.
+        **_each("minloop bug: create_unix_server() raises AttributeError "
+                "('Loop' object has no attribute '_unix_server_sockets') on 3.13",
+                "test_events::EventLoopTests::test_create_unix_server",
+                "test_events::EventLoopTests::test_create_unix_server_ssl",
+                "test_events::EventLoopTests::test_create_unix_server_ssl_verified",
+                "test_events::EventLoopTests::test_create_unix_server_ssl_verify_failed",
+                "test_server::UnixServerCleanupTests::test_unix_server_addr_cleanup",
+                "test_server::UnixServerCleanupTests::test_unix_server_cleanup_gone",
+                "test_server::UnixServerCleanupTests::test_unix_server_cleanup_replaced",
+                "test_server::UnixServerCleanupTests::test_unix_server_sock_cleanup",
+                "test_server::SelectorStartServerTests::test_start_unix_server_1",
+                "test_streams::StreamTests::test_start_unix_server",
+                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_existing_path_sock",
+                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_path_stream_bittype",
+                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_pathlike"),
+        # Passes alone: in a full run, the sockets leaked by the failures
+        # above reach its gc.collect() (5 ResourceWarnings, not 1).
+        "test_streams::StreamTests::test_unclosed_resource_warnings":
+            "minloop bug: sockets leaked by the failing create_unix_server() "
+            "tests (see above) warn inside its assertWarns",
         "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
             networking("create_datagram_endpoint"),
     },
