@@ -1019,3 +1019,143 @@ def test_unix_server_path_is_regular_file(loop, unix_path):
         with pytest.raises(OSError, match="Address .* is already in use"):
             await loop.create_unix_server(asyncio.Protocol, unix_path)
     loop.run_until_complete(main())
+
+
+# --- edges: what happens inside callbacks, and after close() ----------------------
+
+@pytest.mark.parametrize("action", ["close", "abort", "pause_reading"])
+def test_no_delivery_after_close_or_pause_in_callback(loop, tcp, action):
+    """Closing, aborting or pausing from inside buffer_updated() stops
+    delivery at once, with more data already waiting in the socket."""
+    class Stopper(BufRecorder):
+        def buffer_updated(self, nbytes):
+            super().buffer_updated(nbytes)
+            if len(self.updates) == 1:
+                getattr(self.transport, action)()
+
+    async def main():
+        tr, pr, peer = await tcp(lambda: Stopper(loop, size=10))
+        await loop.sock_sendall(peer, b"a" * 1000)
+        await until(lambda: pr.updates)
+        await asyncio.sleep(0.05)
+        assert pr.updates == [10]
+        if action == "pause_reading":
+            assert not tr.is_reading()
+            tr.resume_reading()
+            await until(lambda: len(pr.data) == 1000)
+            await close_and_wait(tr, pr)
+        else:
+            assert await pr.lost is None
+            assert pr.events == ["made", "lost"]
+    loop.run_until_complete(main())
+
+
+def test_peer_closes_while_paused(loop, tcp):
+    """EOF is not seen while reading is paused; resuming delivers the data,
+    then eof_received(), then connection_lost()."""
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        tr.pause_reading()
+        await loop.sock_sendall(peer, b"last")
+        peer.shutdown(socket.SHUT_WR)
+        await asyncio.sleep(0.05)
+        assert pr.events == ["made"]
+        assert not tr.is_closing()
+        tr.resume_reading()
+        assert await asyncio.wait_for(pr.lost, 5) is None
+        assert pr.data == b"last"
+        assert pr.events == ["made", "data", "eof", "lost"]
+    loop.run_until_complete(main())
+
+
+def test_write_after_close_with_pending_data_is_sent(loop, tcp):
+    """asyncio's close() with data still buffered keeps accepting writes
+    until the buffer drains; they are flushed with the rest."""
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        payload = b"x" * BIG
+        tr.write(payload)
+        assert tr.get_write_buffer_size() > 0
+        tr.close()
+        tr.write(b"tail")
+        got = await recv_all(loop, peer)
+        assert len(got) == BIG + 4 and got.endswith(b"tail")
+        assert await asyncio.wait_for(pr.lost, 5) is None
+    loop.run_until_complete(main())
+
+
+def test_write_after_close_with_empty_buffer_is_dropped(loop, tcp):
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        tr.close()
+        tr.write(b"dropped")                 # no exception
+        assert await asyncio.wait_for(pr.lost, 5) is None
+        assert await recv_all(loop, peer) == b""
+    loop.run_until_complete(main())
+
+
+@pytest.mark.parametrize("which", ["pause_writing", "resume_writing"])
+def test_flow_control_callback_raises(loop, tcp, which):
+    contexts = handler_log(loop)
+
+    class Bad(Recorder):
+        pass
+
+    def boom():
+        raise ZeroDivisionError(which)
+    setattr(Bad, which, lambda self: boom())
+
+    async def main():
+        tr, pr, peer = await tcp(lambda: Bad(loop))
+        tr.write(b"x" * BIG)
+        got = await recv_exactly(loop, peer, BIG)
+        assert len(got) == BIG
+        await until(lambda: tr.get_write_buffer_size() == 0)
+        assert [c["message"] for c in contexts] == [f"protocol.{which}() failed"]
+        ctx = contexts[0]
+        assert isinstance(ctx["exception"], ZeroDivisionError)
+        assert ctx["transport"] is tr and ctx["protocol"] is pr
+        assert not tr.is_closing()          # the transport carries on
+        tr.write(b"more")
+        assert await recv_exactly(loop, peer, 4) == b"more"
+        await close_and_wait(tr, pr)
+    loop.run_until_complete(main())
+
+
+def test_unix_accepted_transport_extra_info(loop, unix_path):
+    """An accepted Unix connection's peername is what accept() returned: ''
+    for an unbound client."""
+    async def main():
+        protos = []
+        srv = await loop.create_unix_server(
+            lambda: protos.append(Recorder(loop)) or protos[-1], unix_path)
+        tr, pr = await loop.create_unix_connection(lambda: Recorder(loop), unix_path)
+        await until(lambda: protos)
+        await protos[0].made
+        st = protos[0].transport
+        assert st.get_extra_info("peername") == ""
+        assert st.get_extra_info("sockname") == unix_path
+        assert tr.get_extra_info("sockname") == ""
+        await close_and_wait(tr, pr)
+        await asyncio.wait_for(protos[0].lost, 5)
+        srv.close()
+        await srv.wait_closed()
+    loop.run_until_complete(main())
+
+
+def test_stream_drain_after_connection_lost(loop, tcp, peers):
+    """StreamWriter.drain() on a lost connection raises ConnectionResetError."""
+    async def main():
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            reader, writer = await asyncio.open_connection(*listener.getsockname())
+            peer, _ = listener.accept()
+        rst(peer)
+        with pytest.raises(ConnectionResetError):
+            await reader.read()
+        writer.write(b"x")
+        with pytest.raises(ConnectionResetError):
+            await writer.drain()
+        writer.close()
+        with pytest.raises(ConnectionResetError):
+            await writer.wait_closed()
+    loop.run_until_complete(main())
