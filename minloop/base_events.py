@@ -9,6 +9,7 @@ Python version exactly.
 """
 
 import asyncio
+import os
 import socket
 import warnings
 import weakref
@@ -36,7 +37,7 @@ _NOT_BUILT = {
         'create_datagram_endpoint',
     ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'start_tls', 'sendfile', 'sock_sendfile', 'connect_read_pipe',
+        'sendfile', 'sock_sendfile', 'connect_read_pipe',
         'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
     ),
 }
@@ -95,6 +96,9 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         self._current_handle = None
         # fd -> the transport that owns it (sock_* and add_reader refuse it).
         self._transports = weakref.WeakValueDictionary()
+        # Listening Unix socket -> inode of its path, for the path's removal
+        # when the server closes (3.13's create_unix_server(cleanup_socket=)).
+        self._unix_server_sockets = {}
         self._init_signals()
         self.set_debug(_aio_coroutines._is_debug_mode())
 
@@ -209,8 +213,21 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
                          ssl_handshake_timeout, ssl_shutdown_timeout)
 
     def _stop_serving(self, sock):
+        # A Unix socket's path is removed only if it is still this socket's
+        # (same inode): another server may have been bound there since.
+        ino = self._unix_server_sockets.pop(sock, None)
+        path = sock.getsockname() if ino is not None else None
         self._remove_reader(sock.fileno())
         sock.close()
+        if path:
+            try:
+                if os.stat(path).st_ino == ino:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                _aio_base.logger.error(
+                    'Unable to clean up listening UNIX socket %r: %r', path, err)
 
 
 # The sock_* methods: asyncio's selector-loop implementation (syscall first,
@@ -226,7 +243,8 @@ Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
 # version lacks are skipped).
 for _name in ('create_connection', '_connect_sock',
               '_create_connection_transport', 'create_server',
-              '_create_server_getaddrinfo', 'connect_accepted_socket'):
+              '_create_server_getaddrinfo', 'connect_accepted_socket',
+              'start_tls'):
     if hasattr(_BaseEventLoop, _name):
         setattr(Loop, _name, getattr(_BaseEventLoop, _name))
 for _name in ('_ensure_fd_no_transport', '_accept_connection2'):

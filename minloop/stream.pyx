@@ -48,7 +48,6 @@ cdef object _set_nodelay = _aio_base_events._set_nodelay
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
-cdef object _ACCEPT_RETRY_DELAY = _aio_constants.ACCEPT_RETRY_DELAY
 cdef object _SHUT_WR = _socket.SHUT_WR
 
 # 3.13 made Server track its transports: _attach(transport)/_detach(transport).
@@ -674,7 +673,7 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                     'socket': _TransportSocket(sock),
                 })
                 loop._remove_reader(sock.fileno())
-                loop.call_later(_ACCEPT_RETRY_DELAY, loop._start_serving,
+                loop.call_later(_aio_constants.ACCEPT_RETRY_DELAY, loop._start_serving,
                                 protocol_factory, sock, sslcontext, server,
                                 backlog, ssl_handshake_timeout,
                                 ssl_shutdown_timeout)

@@ -1,0 +1,89 @@
+"""A server that runs out of file descriptors: asyncio pauses accepting.
+
+When accept() fails with EMFILE, asyncio reports 'socket.accept() out of
+system resource' once, stops watching the listening socket (a level-triggered
+reader would otherwise fire again at once: a busy loop) and starts serving
+again after constants.ACCEPT_RETRY_DELAY.  The pending connections are then
+accepted as usual.
+"""
+
+import asyncio
+import os
+import resource
+import socket
+
+import pytest
+
+
+class Counting(asyncio.Protocol):
+    made = 0
+
+    def connection_made(self, transport):
+        Counting.made += 1
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        pass
+
+
+def _fill_fd_table():
+    """Open descriptors until the process has none left; return them."""
+    filler = []
+    while True:
+        try:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            return filler
+
+
+def test_emfile_pauses_accepting_then_resumes(loop, loop_kind, monkeypatch):
+    monkeypatch.setattr(asyncio.constants, "ACCEPT_RETRY_DELAY", 0.2)
+    Counting.made = 0
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(ctx))
+
+    server = loop.run_until_complete(
+        loop.create_server(Counting, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    # Connected by the kernel (in the listen backlog) before any accept().
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 16, hard))
+    filler = []
+    try:
+        filler = _fill_fd_table()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        first = len(reports)
+        # Long enough for a spinning reader to fail thousands of times.
+        loop.run_until_complete(asyncio.sleep(0.1))
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    # asyncio's accept loop goes on after the error, so it reports once per
+    # remaining backlog slot (100) in that one callback; minloop stops at the
+    # first.  Neither reports again until the retry: no spinning.
+    assert 1 <= first == len(reports) <= 100
+    if loop_kind == "minloop":
+        assert len(reports) == 1
+    assert reports[0]["message"] == "socket.accept() out of system resource"
+    assert isinstance(reports[0]["exception"], OSError)
+    assert isinstance(reports[0]["socket"], asyncio.trsock.TransportSocket)
+    assert Counting.made == 0
+
+    # After the retry delay the server accepts the waiting connections.
+    async def wait_for_connections():
+        while Counting.made < 3:
+            await asyncio.sleep(0.01)
+    loop.run_until_complete(asyncio.wait_for(wait_for_connections(), 5))
+    assert len(reports) == first
+
+    for c in clients:
+        c.close()
+    server.close()
+    loop.run_until_complete(server.wait_closed())
+    # Let the transports see EOF and close their sockets.
+    loop.run_until_complete(asyncio.sleep(0.05))
