@@ -66,14 +66,12 @@ XFAIL = {
             "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
             "test_events::EventLoopTests::test_write_pty"),
     "test_events::SubprocessTests::*": SUBPROCESS,
-    # Not run: each fails at the missing method and leaves a transport or a
-    # pipe file unclosed; the gc.collect() inside the later
-    # test_unclosed_resource_warnings then sees their ResourceWarnings too
-    # (3 warnings, not 1), so that test would fail in a full run only.
+    # Not run: it fails at connect_read_pipe and leaves the pipe's file
+    # unclosed; the gc.collect() inside the later
+    # test_unclosed_resource_warnings then sees that ResourceWarning too, so
+    # that test would fail in a full run only.
     "test_streams::StreamTests::test_read_all_from_pipe_reader":
         NotRun(pipes("connect_read_pipe")),
-    "test_streams::StreamTests::test_start_tls":
-        NotRun("needs TLS (start_tls), issue 4"),
 
     # --- asyncio internals ----------------------------------------------------
     # Counts calls of loop._run_once (patched on the instance) and names
@@ -84,31 +82,6 @@ XFAIL = {
 
 XFAIL_BY_VERSION = {
     (3, 13): {
-        # asyncio 3.13's create_unix_server() (which minloop reuses) records
-        # the listening socket in loop._unix_server_sockets for
-        # cleanup_socket=True; minloop's Loop has no such dict (nor the
-        # _stop_serving() that unlinks the path), so it raises AttributeError
-        # after binding, and leaks the bound socket.
-        **_each("minloop bug: create_unix_server() raises AttributeError "
-                "('Loop' object has no attribute '_unix_server_sockets') on 3.13",
-                "test_events::EventLoopTests::test_create_unix_server",
-                "test_events::EventLoopTests::test_create_unix_server_ssl",
-                "test_events::EventLoopTests::test_create_unix_server_ssl_verified",
-                "test_events::EventLoopTests::test_create_unix_server_ssl_verify_failed",
-                "test_server::UnixServerCleanupTests::test_unix_server_addr_cleanup",
-                "test_server::UnixServerCleanupTests::test_unix_server_cleanup_gone",
-                "test_server::UnixServerCleanupTests::test_unix_server_cleanup_replaced",
-                "test_server::UnixServerCleanupTests::test_unix_server_sock_cleanup",
-                "test_server::SelectorStartServerTests::test_start_unix_server_1",
-                "test_streams::StreamTests::test_start_unix_server",
-                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_existing_path_sock",
-                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_path_stream_bittype",
-                "test_unix_events::SelectorEventLoopUnixSocketTests::test_create_unix_server_pathlike"),
-        # Passes alone: in a full run, the sockets leaked by the failures
-        # above reach its gc.collect() (5 ResourceWarnings, not 1).
-        "test_streams::StreamTests::test_unclosed_resource_warnings":
-            "minloop bug: sockets leaked by the failing create_unix_server() "
-            "tests (see above) warn inside its assertWarns",
         "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
             networking("create_datagram_endpoint"),
     },
