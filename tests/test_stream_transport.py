@@ -1159,3 +1159,72 @@ def test_stream_drain_after_connection_lost(loop, tcp, peers):
         with pytest.raises(ConnectionResetError):
             await writer.wait_closed()
     loop.run_until_complete(main())
+
+
+def test_transport_collected_after_loop_close(loop, tcp):
+    """A transport left open when its loop closes is not kept alive by the
+    closed loop: dropping it warns (ResourceWarning) and closes its socket."""
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        return tr.get_extra_info("socket").fileno()
+
+    fd = loop.run_until_complete(main())
+    loop.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    msgs = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert any("unclosed transport" in m for m in msgs), msgs
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+@pytest.mark.parametrize("kind", ["read-only", "non-contiguous"])
+def test_buffered_protocol_unwritable_buffer(loop, tcp, kind):
+    """A buffer recv_into() cannot write to is a fatal read error: the
+    TypeError socket.recv_into() raises (not an OSError, so the exception
+    handler hears of it)."""
+    contexts = handler_log(loop)
+
+    class ReadOnly(BufRecorder):
+        def get_buffer(self, sizehint):
+            if kind == "read-only":
+                return memoryview(b"read only buffer")
+            return memoryview(bytearray(32))[::2]
+
+    async def main():
+        tr, pr, peer = await tcp(lambda: ReadOnly(loop))
+        await loop.sock_sendall(peer, b"data")
+        exc = await asyncio.wait_for(pr.lost, 5)
+        assert [c["message"] for c in contexts] == ["Fatal read error on socket transport"]
+        assert exc is contexts[0]["exception"]
+        assert isinstance(exc, TypeError), repr(exc)
+        assert "must be read-write bytes-like object" in str(exc)
+    loop.run_until_complete(main())
+
+
+@pytest.mark.parametrize("steps", range(6))
+def test_create_connection_cancelled(loop, peers, steps):
+    """Cancelling create_connection() at any point leaks nothing: either it
+    raises CancelledError (the socket closed) or it completed."""
+    async def main():
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            listener.setblocking(False)
+            task = asyncio.ensure_future(loop.create_connection(
+                lambda: Recorder(loop), *listener.getsockname()))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                tr, pr = await task
+            except asyncio.CancelledError:
+                pass
+            else:
+                await close_and_wait(tr, pr)
+            await asyncio.sleep(0.01)
+            try:
+                conn, _ = listener.accept()
+                peers.append(conn)
+            except BlockingIOError:
+                pass
+    loop.run_until_complete(main())
