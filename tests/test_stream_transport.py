@@ -224,7 +224,16 @@ def test_repr_names_fd(loop, tcp):
         tr, pr, peer = await tcp(lambda: Recorder(loop))
         fd = tr.get_extra_info("socket").fileno()
         assert f"fd={fd}" in repr(tr)
-        tr.close()
+        # asyncio's state fields: read=polling|idle, write=<polling|idle, bufsize=N>
+        assert "read=polling" in repr(tr)
+        assert "write=<idle, bufsize=0>" in repr(tr)
+        tr.pause_reading()
+        assert "read=idle" in repr(tr)
+        tr.resume_reading()
+        tr.write(b"x" * BIG)
+        assert f"write=<polling, bufsize={tr.get_write_buffer_size()}>" in repr(tr)
+        tr.abort()
+        assert "closing" in repr(tr)
         await pr.lost
         assert "closed" in repr(tr)
     loop.run_until_complete(main())
