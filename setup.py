@@ -51,7 +51,9 @@ extensions = [
         ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
         **common,
     ),
+    Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
     Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
+    Extension("minloop.datagram", ["minloop/datagram.pyx"], **transport_common),
 ]
 
 setup(

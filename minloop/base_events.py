@@ -21,6 +21,7 @@ from asyncio import selector_events as _aio_selector
 from asyncio import sslproto as _aio_sslproto
 from asyncio import unix_events as _aio_unix
 
+from . import sock_ops as _sock_ops
 from . import stream as _stream
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
@@ -33,9 +34,6 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'networking (issue 3)': (
-        'create_datagram_endpoint',
-    ),
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
         'sendfile', 'sock_sendfile', 'connect_read_pipe',
         'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
@@ -230,13 +228,12 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
                     'Unable to clean up listening UNIX socket %r: %r', path, err)
 
 
-# The sock_* methods: asyncio's selector-loop implementation (syscall first,
-# a reader or writer only on EAGAIN) over our compiled fd table, so their
-# semantics, errors and cancellation are the running Python's exactly.  The
-# compiled versions come with the networking issue.
-for _name, _value in vars(_aio_selector.BaseSelectorEventLoop).items():
-    if _name.startswith(('sock_', '_sock_')) and _name != 'sock_sendfile':
-        setattr(Loop, _name, _value)
+# The sock_* coroutines: compiled (sock_ops.pyx), following asyncio's
+# selector loop step for step.  Each is bound only where the running
+# Python's selector loop has it (sock_recvfrom & co are new in 3.11).
+for _name in _sock_ops.METHODS:
+    if hasattr(_aio_selector.BaseSelectorEventLoop, _name):
+        setattr(Loop, _name, getattr(_sock_ops, _name))
 Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
 
 # Connection set-up: asyncio's code for this Python version (the names a
@@ -255,9 +252,26 @@ for _name in ('create_unix_connection', 'create_unix_server'):
 for _feature, _names in _NOT_BUILT.items():
     for _name in _names:
         setattr(Loop, _name, _not_built(_name, _feature))
-del _feature, _names, _name, _value
+del _feature, _names, _name
 
 
 def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()
+
+
+# --- datagram endpoints (datagram.pyx) ---------------------------------------
+# create_datagram_endpoint is asyncio's own coroutine: address resolution,
+# reuse_port, allow_broadcast, Unix datagram sockets and sock= follow the
+# running Python version exactly; it ends in _make_datagram_transport, which
+# makes our compiled transport.
+from .datagram import DatagramTransport as _DatagramTransport  # noqa: E402
+
+
+def _make_datagram_transport(self, sock, protocol, address=None,
+                             waiter=None, extra=None):
+    return _DatagramTransport(self, sock, protocol, address, waiter, extra)
+
+
+Loop._make_datagram_transport = _make_datagram_transport
+Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint

@@ -15,6 +15,7 @@ What differs is only how the work is done:
 * an accepted connection gets its transport at once, not through a task.
 """
 
+import contextvars
 import socket as _socket
 import sys
 from os import strerror as _strerror
@@ -47,6 +48,7 @@ cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _set_nodelay = _aio_base_events._set_nodelay
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
 cdef object _warn = warnings.warn
+cdef object _copy_context = contextvars.copy_context
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef object _SHUT_WR = _socket.SHUT_WR
 
@@ -85,7 +87,6 @@ cdef class SocketTransport(StreamTransportBase):
         readonly object _sock     # None once connection_lost() has run
         readonly int _sock_fd
         readonly object _protocol
-        object _data_received     # protocol.data_received, bound once
         bint _buffered            # the protocol is a BufferedProtocol
         bint _protocol_connected
         readonly object _server
@@ -204,7 +205,6 @@ cdef class SocketTransport(StreamTransportBase):
 
     def set_protocol(self, protocol):
         self._buffered = isinstance(protocol, _BufferedProtocol)
-        self._data_received = None if self._buffered else protocol.data_received
         self._protocol = protocol
         self._protocol_connected = True
 
@@ -261,7 +261,9 @@ cdef class SocketTransport(StreamTransportBase):
             return
         data = PyBytes_FromStringAndSize(_read_buffer, n)
         try:
-            self._data_received(data)
+            # Looked up on every read, as asyncio does: a protocol may
+            # replace its data_received as its state changes.
+            self._protocol.data_received(data)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -619,7 +621,6 @@ cdef class SocketTransport(StreamTransportBase):
             self._sock.close()
             self._sock = None
             self._protocol = None
-            self._data_received = None
             self._loop = None
             self._detach_server()
         if self._empty_waiter is not None:
@@ -692,11 +693,15 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                     ssl_handshake_timeout)
             loop.create_task(accept)
             continue
-        _serve_connection(loop, protocol_factory, conn, extra, server)
+        # asyncio sets each connection up in a task of its own, so the
+        # protocol factory runs in a fresh copy of the server's context:
+        # what one connection sets must not leak into the next.
+        _copy_context().run(_serve_connection, loop, protocol_factory, conn,
+                            extra, server)
     return None
 
 
-cdef _serve_connection(loop, protocol_factory, conn, dict extra, server):
+def _serve_connection(loop, protocol_factory, conn, dict extra, server):
     protocol = None
     try:
         protocol = protocol_factory()

@@ -68,18 +68,38 @@ static PyType_Slot base_slots[] = {
 
 /* ---- the module ---------------------------------------------------------- */
 
-/* (name of our type, the asyncio class it extends) */
-static const char *const bases[][2] = {
-    {"StreamTransportBase", "Transport"},
-    {"DatagramTransportBase", "DatagramTransport"},
-    {"ReadTransportBase", "ReadTransport"},
-    {"WriteTransportBase", "WriteTransport"},
-    {"SubprocessTransportBase", "SubprocessTransport"},
+/* (name of our type, the asyncio class it extends, a second one or NULL).
+ * asyncio's datagram transport is a Transport too (its selector class
+ * derives from _SelectorTransport; 3.12 added DatagramTransport to its
+ * bases): isinstance(t, asyncio.Transport) holds for it, so for ours. */
+static const char *const bases[][3] = {
+    {"StreamTransportBase", "Transport", NULL},
+    {"DatagramTransportBase", "Transport", "DatagramTransport"},
+    {"ReadTransportBase", "ReadTransport", NULL},
+    {"WriteTransportBase", "WriteTransport", NULL},
+    {"SubprocessTransportBase", "SubprocessTransport", NULL},
 };
 
+/* A new reference to asyncio.transports.<name>, checked to have the
+ * layout transport_bases.h describes. */
+static PyObject *
+asyncio_base(PyObject *transports, const char *asyncio_name)
+{
+    PyObject *base = PyObject_GetAttrString(transports, asyncio_name);
+    if (base == NULL)
+        return NULL;
+    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(MinloopTransportBase)) {
+        PyErr_Format(PyExc_ImportError,
+                     "asyncio.%s does not have the layout minloop was built for",
+                     asyncio_name);
+        Py_DECREF(base);
+        return NULL;
+    }
+    return base;
+}
+
 static int
-add_base_type(PyObject *module, PyObject *transports, const char *name,
-              const char *asyncio_name)
+add_base_type(PyObject *module, PyObject *transports, const char *const names[3])
 {
     char qualname[96];
     PyType_Spec spec = {
@@ -89,25 +109,32 @@ add_base_type(PyObject *module, PyObject *transports, const char *name,
         .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
         .slots = base_slots,
     };
-    PyObject *base, *type;
+    PyObject *first, *second, *type;
     int rc;
 
-    PyOS_snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
-    base = PyObject_GetAttrString(transports, asyncio_name);
-    if (base == NULL)
+    PyOS_snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", names[0]);
+    first = asyncio_base(transports, names[1]);
+    if (first == NULL)
         return -1;
-    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(MinloopTransportBase)) {
-        PyErr_Format(PyExc_ImportError,
-                     "asyncio.%s does not have the layout minloop was built for",
-                     asyncio_name);
-        Py_DECREF(base);
-        return -1;
+    if (names[2] == NULL) {
+        type = PyType_FromSpecWithBases(&spec, first);
     }
-    type = PyType_FromSpecWithBases(&spec, base);
-    Py_DECREF(base);
+    else {
+        PyObject *pair;
+        second = asyncio_base(transports, names[2]);
+        if (second == NULL) {
+            Py_DECREF(first);
+            return -1;
+        }
+        pair = PyTuple_Pack(2, first, second);
+        Py_DECREF(second);
+        type = pair == NULL ? NULL : PyType_FromSpecWithBases(&spec, pair);
+        Py_XDECREF(pair);
+    }
+    Py_DECREF(first);
     if (type == NULL)
         return -1;
-    rc = PyModule_AddObject(module, name, type);
+    rc = PyModule_AddObject(module, names[0], type);
     if (rc < 0)
         Py_DECREF(type);
     return rc;
@@ -121,7 +148,7 @@ exec_module(PyObject *module)
     if (transports == NULL)
         return -1;
     for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-        if (add_base_type(module, transports, bases[i][0], bases[i][1]) < 0) {
+        if (add_base_type(module, transports, bases[i]) < 0) {
             Py_DECREF(transports);
             return -1;
         }

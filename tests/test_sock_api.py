@@ -1,8 +1,12 @@
 """The loop's sock_* coroutines on real sockets, on both loops: data arrives
 intact, EAGAIN waits on the fd, cancellation unregisters it, and asyncio's
-errors for blocking sockets in debug mode."""
+errors for blocking sockets in debug mode.  Also what minloop's compiled
+versions must not change: no yield when the syscall succeeds, the socket's
+own errors, sockets with a timeout and subclasses going through their
+methods, every kind of buffer, replaced readers and transport-owned fds."""
 
 import asyncio
+import os
 import socket
 import sys
 
@@ -118,4 +122,472 @@ def test_udp_sendto_recvfrom(loop):
             await loop.sock_sendto(a, b'pong', b.getsockname())
             nbytes, addr = await loop.sock_recvfrom_into(b, buf)
             assert (bytes(buf[:nbytes]), addr) == (b'pong', a.getsockname())
+    loop.run_until_complete(main())
+
+
+# ----------------------------------------------------------------------
+# The fast path: no trip through the loop when the syscall succeeds
+
+def test_recv_with_data_ready_does_not_yield(loop, socketpair):
+    a, b = socketpair
+    ran = []
+
+    async def main():
+        b.send(b'ready')
+        loop.call_soon(ran.append, 'callback')
+        data = await loop.sock_recv(a, 100)
+        # Had the coroutine yielded to the loop, the callback would have run.
+        return data, list(ran)
+    assert loop.run_until_complete(main()) == (b'ready', [])
+
+
+def test_sendall_that_fits_does_not_yield(loop, socketpair):
+    a, b = socketpair
+    ran = []
+
+    async def main():
+        loop.call_soon(ran.append, 'callback')
+        result = await loop.sock_sendall(a, b'x' * 1000)
+        return result, list(ran)
+    assert loop.run_until_complete(main()) == (None, [])
+    assert b.recv(2000) == b'x' * 1000
+
+
+def test_blocked_recv_leaves_no_reader_behind(loop, socketpair):
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 100))
+        await asyncio.sleep(0)
+        assert not task.done()
+        b.send(b'late')
+        assert await task == b'late'
+        # The reader is gone by the time the awaiting code runs.
+        assert loop.remove_reader(a.fileno()) is False
+    loop.run_until_complete(main())
+
+
+def test_sock_methods_return_coroutines(loop, socketpair):
+    a, b = socketpair
+    coro = loop.sock_recv(a, 1)
+    try:
+        assert asyncio.iscoroutine(coro)
+    finally:
+        coro.close()
+    assert asyncio.iscoroutinefunction(loop.sock_recv)
+    assert asyncio.iscoroutinefunction(loop.sock_sendall)
+
+
+def test_recv_zero_bytes(loop, socketpair):
+    a, b = socketpair
+    b.send(b'abc')
+    assert loop.run_until_complete(loop.sock_recv(a, 0)) == b''
+    assert a.recv(10) == b'abc'
+
+
+@pytest.mark.parametrize('size', [1, 100, 65536, 300_000])
+def test_recv_sizes(loop, socketpair, size):
+    a, b = socketpair
+    payload = bytes(range(256)) * (size // 256 + 1)
+
+    async def main():
+        b.send(payload[:size])
+        got = await loop.sock_recv(a, size)
+        assert payload[:size].startswith(got) and got
+    loop.run_until_complete(main())
+
+
+# ----------------------------------------------------------------------
+# Errors: the socket's own, unchanged
+
+def test_recv_on_closed_socket(loop):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    a.close()
+    b.close()
+    with pytest.raises(OSError) as info:
+        loop.run_until_complete(loop.sock_recv(a, 10))
+    assert info.value.errno == 9   # EBADF, as a.recv() raises
+
+
+@pytest.mark.parametrize('n, exc, match', [
+    (-1, ValueError, 'negative buffersize in recv'),
+    ('10', TypeError, None),
+    (2 ** 70, OverflowError, None),
+])
+def test_recv_bad_size(loop, socketpair, n, exc, match):
+    a, b = socketpair
+    b.send(b'data')
+    with pytest.raises(exc, match=match):
+        loop.run_until_complete(loop.sock_recv(a, n))
+    assert a.recv(10) == b'data'   # nothing consumed
+
+
+def test_recv_into_read_only_buffer(loop, socketpair):
+    a, b = socketpair
+    b.send(b'data')
+    with pytest.raises(TypeError):
+        loop.run_until_complete(loop.sock_recv_into(a, b'immutable'))
+
+
+def test_recv_into_memoryview_slice(loop, socketpair):
+    a, b = socketpair
+    buf = bytearray(b'.' * 10)
+
+    async def main():
+        b.send(b'abc')
+        with memoryview(buf) as view:
+            n = await loop.sock_recv_into(a, view[4:6])
+        assert n == 2
+        assert buf == b'....ab....'
+        task = asyncio.ensure_future(loop.sock_recv_into(a, buf))
+        await asyncio.sleep(0)
+        assert await task == 1       # the 'c' left over, without waiting
+        assert buf[:1] == b'c'
+        task = asyncio.ensure_future(loop.sock_recv_into(a, buf))
+        await asyncio.sleep(0)
+        assert not task.done()
+        b.send(b'xyz')
+        assert await task == 3
+        assert buf[:3] == b'xyz'
+    loop.run_until_complete(main())
+
+
+def test_recv_peer_closed_gives_eof(loop, socketpair):
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 10))
+        await asyncio.sleep(0)
+        b.close()
+        assert await task == b''
+    loop.run_until_complete(main())
+
+
+def test_sendall_to_closed_peer(loop, socketpair):
+    a, b = socketpair
+    b.close()
+    with pytest.raises(BrokenPipeError):
+        loop.run_until_complete(loop.sock_sendall(a, b'x'))
+
+
+def test_sendall_peer_closes_while_waiting(loop, socketpair):
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_sendall(a, b'x' * 10_000_000))
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        b.close()
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            await task
+        assert loop.remove_writer(a.fileno()) is False
+    loop.run_until_complete(main())
+
+
+def test_ssl_socket_rejected(loop):
+    ssl = pytest.importorskip('ssl')
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    with ctx.wrap_socket(socket.socket(), do_handshake_on_connect=False) as sock:
+        sock.setblocking(False)
+        for coro in (loop.sock_recv(sock, 1), loop.sock_sendall(sock, b'x'),
+                     loop.sock_recv_into(sock, bytearray(1)),
+                     loop.sock_accept(sock),
+                     loop.sock_connect(sock, ('127.0.0.1', 1))):
+            with pytest.raises(TypeError, match='Socket cannot be of type SSLSocket'):
+                loop.run_until_complete(coro)
+
+
+@pytest.mark.parametrize('op', ['sock_recv', 'sock_recv_into', 'sock_sendall',
+                                'sock_connect', 'sock_accept', 'sock_recvfrom',
+                                'sock_recvfrom_into', 'sock_sendto'])
+def test_socket_with_timeout_rejected_in_debug_mode(loop, op):
+    if not hasattr(loop, op):
+        pytest.skip(f'{op} is new in 3.11')
+    loop.set_debug(True)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        args = {'sock_recv': (1,), 'sock_recv_into': (bytearray(1),),
+                'sock_sendall': (b'x',), 'sock_connect': (('127.0.0.1', 1),),
+                'sock_accept': (), 'sock_recvfrom': (1,),
+                'sock_recvfrom_into': (bytearray(1),),
+                'sock_sendto': (b'x', ('127.0.0.1', 1))}[op]
+        with pytest.raises(ValueError, match='the socket must be non-blocking'):
+            loop.run_until_complete(getattr(loop, op)(sock, *args))
+
+
+def test_socket_with_timeout_works_outside_debug_mode(loop, socketpair):
+    # asyncio only checks in debug mode; otherwise the socket's methods run,
+    # honouring its timeout.
+    a, b = socketpair
+    a.settimeout(5)
+    b.send(b'hi')
+    assert loop.run_until_complete(loop.sock_recv(a, 10)) == b'hi'
+    loop.run_until_complete(loop.sock_sendall(a, b'back'))
+    assert b.recv(10) == b'back'
+    a.settimeout(0.01)
+    with pytest.raises(TimeoutError):
+        loop.run_until_complete(loop.sock_recv(a, 10))
+
+
+def test_socket_subclass_methods_are_used(loop, socketpair):
+    calls = []
+
+    class Traced(socket.socket):
+        def recv(self, n, *args):
+            calls.append(('recv', n))
+            return super().recv(n, *args)
+
+        def send(self, data, *args):
+            calls.append(('send', len(data)))
+            return super().send(data, *args)
+
+    a, b = socketpair
+    traced = Traced(fileno=os.dup(a.fileno()))
+    with traced:
+        traced.setblocking(False)
+
+        async def main():
+            await loop.sock_sendall(traced, b'abc')
+            task = asyncio.ensure_future(loop.sock_recv(traced, 7))
+            await asyncio.sleep(0)
+            b.send(b'xyz')
+            return await task
+        assert loop.run_until_complete(main()) == b'xyz'
+    assert calls == [('send', 3), ('recv', 7), ('recv', 7)]
+    assert b.recv(10) == b'abc'
+
+
+# ----------------------------------------------------------------------
+# sock_sendall: partial sends, buffers
+
+@pytest.mark.parametrize('kind', ['bytes', 'bytearray', 'memoryview'])
+def test_sendall_buffer_kinds_that_block(loop, socketpair, kind):
+    a, b = socketpair
+    raw = bytes(range(256)) * 20_000       # 5 MB: several waits
+    data = {'bytes': raw, 'bytearray': bytearray(raw),
+            'memoryview': memoryview(raw)}[kind]
+
+    async def main():
+        send = asyncio.ensure_future(loop.sock_sendall(a, data))
+        got = bytearray()
+        while len(got) < len(raw):
+            got += await loop.sock_recv(b, 1 << 20)
+        assert await send is None
+        assert got == raw
+    loop.run_until_complete(main())
+
+
+def test_sendall_holds_a_bytearray_export_while_waiting(loop, socketpair):
+    a, b = socketpair
+    data = bytearray(10_000_000)
+
+    async def main():
+        send = asyncio.ensure_future(loop.sock_sendall(a, data))
+        await asyncio.sleep(0)
+        assert not send.done()
+        with pytest.raises(BufferError):
+            data.extend(b'more')          # asyncio holds memoryview(data)
+        send.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await send
+        await asyncio.sleep(0)
+        assert loop.remove_writer(a.fileno()) is False
+    loop.run_until_complete(main())
+    data.extend(b'more')   # released
+
+
+def test_sendall_memoryview_of_words(loop, socketpair):
+    # A 1-byte-per-item view only: asyncio counts len(data) in items.
+    import array
+    a, b = socketpair
+    data = memoryview(array.array('B', b'bytes in an array'))
+    loop.run_until_complete(loop.sock_sendall(a, data))
+    assert b.recv(100) == b'bytes in an array'
+
+
+def test_sendall_empty(loop, socketpair):
+    a, b = socketpair
+    assert loop.run_until_complete(loop.sock_sendall(a, b'')) is None
+
+
+# ----------------------------------------------------------------------
+# Cancellation and replaced readers/writers
+
+def test_cancelled_sendall_unregisters_the_writer(loop, socketpair):
+    a, b = socketpair
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_sendall(a, b'x' * 1_000_000))
+        await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+        assert loop.remove_writer(a.fileno()) is False
+    loop.run_until_complete(main())
+
+
+def test_cancelled_accept_unregisters_the_reader(loop):
+    listener = socket.create_server(('127.0.0.1', 0))
+    listener.setblocking(False)
+    with listener:
+        async def main():
+            task = asyncio.ensure_future(loop.sock_accept(listener))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.sleep(0)
+            assert loop.remove_reader(listener.fileno()) is False
+        loop.run_until_complete(main())
+
+
+def test_cancel_with_data_ready_leaves_the_data(loop, socketpair):
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 100))
+        await asyncio.sleep(0)
+        b.send(b'unread')
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    loop.run_until_complete(main())
+    assert a.recv(100) == b'unread'
+
+
+def test_reader_replaced_while_recv_waits(loop, socketpair):
+    # add_reader() on the fd replaces the pending operation's reader (which
+    # then never completes); cancelling the operation leaves the new one.
+    a, b = socketpair
+    seen = []
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 100))
+        await asyncio.sleep(0)
+        loop.add_reader(a.fileno(), lambda: seen.append(a.recv(100)))
+        b.send(b'for the reader')
+        for _ in range(10):
+            await asyncio.sleep(0)
+            if seen:
+                break
+        assert seen == [b'for the reader']
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+        assert loop.remove_reader(a.fileno()) is True
+    loop.run_until_complete(main())
+
+
+def test_sock_op_on_closed_loop(loop, socketpair):
+    a, b = socketpair
+    loop.close()
+    coro = loop.sock_recv(a, 10)
+    # The syscall comes first; registering the reader finds the loop closed.
+    with pytest.raises(RuntimeError, match='Event loop is closed'):
+        coro.send(None)
+
+
+# ----------------------------------------------------------------------
+# connect and accept
+
+def test_connect_resolves_names(loop):
+    async def main():
+        listener, client = tcp_pair()
+        with listener, client:
+            port = listener.getsockname()[1]
+            await loop.sock_connect(client, ('localhost', port))
+            conn, addr = await loop.sock_accept(listener)
+            conn.close()
+            assert addr == client.getsockname()
+    loop.run_until_complete(main())
+
+
+def test_connect_bad_address(loop):
+    async def main():
+        with socket.socket() as client:
+            client.setblocking(False)
+            with pytest.raises((TypeError, ValueError)):
+                await loop.sock_connect(client, 'not a tuple')
+    loop.run_until_complete(main())
+
+
+def test_unix_connect_and_accept(loop, tmp_path):
+    path = str(tmp_path / 'sock')
+
+    async def main():
+        with socket.socket(socket.AF_UNIX) as listener, \
+                socket.socket(socket.AF_UNIX) as client:
+            listener.bind(path)
+            listener.listen()
+            listener.setblocking(False)
+            client.setblocking(False)
+            accepting = asyncio.ensure_future(loop.sock_accept(listener))
+            await asyncio.sleep(0)
+            assert not accepting.done()
+            await loop.sock_connect(client, path)
+            conn, _ = await accepting
+            with conn:
+                assert conn.gettimeout() == 0
+                await loop.sock_sendall(client, b'over unix')
+                assert await loop.sock_recv(conn, 100) == b'over unix'
+    loop.run_until_complete(main())
+
+
+def test_accept_returns_a_tuple(loop):
+    async def main():
+        listener, client = tcp_pair()
+        with listener, client:
+            await loop.sock_connect(client, listener.getsockname())
+            await asyncio.sleep(0.01)
+            result = await loop.sock_accept(listener)   # ready: no wait
+            assert type(result) is tuple and len(result) == 2
+            result[0].close()
+    loop.run_until_complete(main())
+
+
+@needs_311
+def test_udp_blocked_recvfrom_into_with_nbytes(loop):
+    async def main():
+        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with a, b:
+            for s in (a, b):
+                s.bind(('127.0.0.1', 0))
+                s.setblocking(False)
+            buf = bytearray(10)
+            task = asyncio.ensure_future(loop.sock_recvfrom_into(b, buf, 4))
+            await asyncio.sleep(0)
+            assert not task.done()
+            await loop.sock_sendto(a, b'truncated', b.getsockname())
+            nbytes, addr = await task
+            assert (nbytes, bytes(buf[:4]), addr) == (4, b'trun', a.getsockname())
+            assert loop.remove_reader(b.fileno()) is False
+    loop.run_until_complete(main())
+
+
+def test_fd_owned_by_a_transport_is_refused_when_waiting(loop):
+    # asyncio checks only once the operation has to wait for the fd.
+    async def main():
+        listener, client = tcp_pair()
+        with listener, client:
+            await loop.sock_connect(client, listener.getsockname())
+            conn, _ = await loop.sock_accept(listener)
+            with conn:
+                transport, _ = await loop.create_connection(
+                    asyncio.Protocol, sock=client)
+                try:
+                    with pytest.raises(RuntimeError, match='is used by transport'):
+                        await loop.sock_recv(client, 10)
+                    with pytest.raises(RuntimeError, match='is used by transport'):
+                        await loop.sock_recv_into(client, bytearray(10))
+                finally:
+                    transport.close()
+                    await asyncio.sleep(0)
     loop.run_until_complete(main())

@@ -49,12 +49,6 @@ def _each(reason, *keys):
 
 
 XFAIL = {
-    # --- networking: UDP (issue 3) -------------------------------------------
-    **_each(networking("create_datagram_endpoint"),
-            "test_events::EventLoopTests::test_create_datagram_endpoint",
-            "test_events::EventLoopTests::test_create_datagram_endpoint_ipv6",
-            "test_events::EventLoopTests::test_create_datagram_endpoint_sock"),
-
     # --- pipes and subprocesses (issue 4) -----------------------------------
     **_each(pipes("connect_read_pipe"),
             "test_events::EventLoopTests::test_bidirectional_pty",
@@ -80,12 +74,7 @@ XFAIL = {
         private("_run_once, _clock_resolution, _selector"),
 }
 
-XFAIL_BY_VERSION = {
-    (3, 13): {
-        "test_events::EventLoopTests::test_datagram_send_to_non_listening_address":
-            networking("create_datagram_endpoint"),
-    },
-}
+XFAIL_BY_VERSION = {}
 
 
 def entries(version=None):

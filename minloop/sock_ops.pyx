@@ -1,0 +1,640 @@
+# cython: language_level=3, binding=True
+"""The loop's sock_* coroutines, compiled.
+
+Each follows asyncio's selector loop (Lib/asyncio/selector_events.py) step
+for step: the syscall first; only when it would block, a future and a reader
+or writer on the fd whose callback retries the syscall; the reader or writer
+is removed when the operation ends, however it ends.  Errors, their types
+and their messages are asyncio's.
+
+They are module-level functions compiled with binding=True, so that
+base_events.py can assign them as methods of Loop; `self` is the loop.
+
+Where it is fast, and why that keeps asyncio's semantics:
+
+- The coroutine returns at once when the syscall succeeds: no future, no
+  trip through the loop (asyncio's does the same; it only costs less here).
+- For a plain, non-blocking `socket.socket` (the exact type, so mocks and
+  subclasses go through their methods), recv, recv_into and send are called
+  on the fd directly.  That is what the socket's own methods do for a socket
+  whose timeout is 0 (one call, retried on EINTR, errno turned into OSError
+  with PyErr_SetFromErrno), minus the BlockingIOError that asyncio would
+  raise and catch: building that exception costs more than the syscall.
+- asyncio removes the reader or writer in a done callback of the future,
+  which costs a context copy and one more handle per operation.  Here the
+  retrying callback removes it before it completes the future, and the
+  coroutine removes it when it leaves its `await` otherwise (cancelled, or
+  closed unfinished).  Both run before any code that awaits the operation
+  can observe the fd, as asyncio's done callback does.  Like asyncio, it is
+  removed only if it is still ours: add_reader()/add_writer() on the fd
+  meanwhile replaced (and cancelled) our handle.
+"""
+
+import os
+import socket as _socket
+
+from asyncio import base_events as _aio_base
+
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release,
+                             PyBUF_SIMPLE, PyBUF_WRITABLE)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, _PyBytes_Resize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF
+from libc.errno cimport errno, EINTR, EAGAIN
+
+from .handles cimport Handle
+from .includes cimport POLLER_READ, POLLER_WRITE
+from .loop cimport LoopCore
+
+
+cdef extern from "errno.h":
+    int EWOULDBLOCK    # equal to EAGAIN on Linux, not everywhere
+
+
+cdef extern from "sys/socket.h" nogil:
+    ssize_t c_recv "recv"(int fd, void *buf, size_t n, int flags)
+    ssize_t c_send "send"(int fd, const void *buf, size_t n, int flags)
+
+
+cdef extern from "Python.h":
+    # The raw form, to resize the bytes in place as socket.recv() does.
+    PyObject *PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize"(
+        const char *v, Py_ssize_t n) except NULL
+
+
+cdef object _socket_type = _socket.socket
+cdef object _memoryview = memoryview
+cdef object _strerror = os.strerror
+cdef object _check_ssl_socket = _aio_base._check_ssl_socket
+cdef bint _HAS_IPv6 = _aio_base._HAS_IPv6
+cdef int _AF_INET = _socket.AF_INET
+cdef int _AF_INET6 = getattr(_socket, 'AF_INET6', -1)
+cdef int _SOL_SOCKET = _socket.SOL_SOCKET
+cdef int _SO_ERROR = _socket.SO_ERROR
+
+# The coroutines, as base_events.py binds them onto Loop.
+METHODS = ('sock_recv', 'sock_recv_into', 'sock_recvfrom', 'sock_recvfrom_into',
+           'sock_sendall', 'sock_sendto', 'sock_connect', 'sock_accept')
+
+# Returned by a syscall helper when the call would block.
+cdef object _AGAIN = object()
+
+
+# ----------------------------------------------------------------------
+# Direct syscalls, for plain non-blocking sockets
+
+cdef int _plain_fd(object sock) except -3:
+    """sock's fd if its syscalls may be made directly, else -2.
+
+    Only the exact socket.socket type with timeout 0 qualifies: its methods
+    then make one non-blocking call, which is what the helpers below do.
+    A closed socket gives -1, and the syscall fails with EBADF as the
+    method would.
+    """
+    if type(sock) is not _socket_type:
+        return -2
+    timeout = sock.gettimeout()
+    if timeout is None or timeout != 0:
+        return -2
+    return sock.fileno()
+
+
+cdef Py_ssize_t _size_arg(object n) except -2:
+    """n as a size for the direct recv, or -1 to let sock.recv() judge it."""
+    cdef Py_ssize_t size
+    if type(n) is not int:
+        return -1
+    try:
+        size = n
+    except OverflowError:
+        return -1
+    return size if size >= 0 else -1
+
+
+cdef int _raise_errno(int err) except -1:
+    # What PyErr_SetFromErrno raises, as the socket's methods do:
+    # OSError(errno, strerror), which picks the subclass for errno.
+    raise OSError(err, _strerror(err))
+
+
+cdef inline bint _would_block(int err) noexcept:
+    return err == EAGAIN or err == EWOULDBLOCK
+
+
+cdef object _recv_bytes(int fd, Py_ssize_t n):
+    """recv(n) on fd: the bytes, or _AGAIN."""
+    cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
+    cdef ssize_t got
+    cdef int err
+    cdef object data
+    while True:
+        got = c_recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+        if got >= 0:
+            break
+        err = errno
+        if err == EINTR:
+            try:
+                PyErr_CheckSignals()   # PEP 475: retry unless a handler raised
+            except BaseException:
+                Py_DECREF(<object>raw)
+                raise
+            continue
+        Py_DECREF(<object>raw)     # may change errno: use err from here
+        if _would_block(err):
+            return _AGAIN
+        _raise_errno(err)
+    if got != n:
+        _PyBytes_Resize(&raw, got)   # on failure it frees raw and sets NULL
+    data = <object>raw     # takes a reference of its own
+    Py_DECREF(data)        # drop the one raw held
+    return data
+
+
+cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:
+    """recv into buf; the byte count, or -1 when it would block."""
+    cdef ssize_t got
+    while True:
+        got = c_recv(fd, buf, <size_t>n, 0)
+        if got >= 0:
+            return got
+        if errno == EINTR:
+            PyErr_CheckSignals()
+            continue
+        if _would_block(errno):
+            return -1
+        _raise_errno(errno)
+
+
+cdef Py_ssize_t _send(int fd, const char *buf, Py_ssize_t n) except -2:
+    """send from buf; the byte count, or -1 when it would block."""
+    cdef ssize_t sent
+    while True:
+        sent = c_send(fd, buf, <size_t>n, 0)
+        if sent >= 0:
+            return sent
+        if errno == EINTR:
+            PyErr_CheckSignals()
+            continue
+        if _would_block(errno):
+            return -1
+        _raise_errno(errno)
+
+
+cdef bint _byte_buffer(object data) except -1:
+    """True if data's bytes may be sent directly.
+
+    asyncio compares what send() returns, a byte count, with len(data): the
+    two agree for bytes, bytearray and flat byte memoryviews only.  Anything
+    else goes through sock.send() and asyncio's own arithmetic.
+    """
+    cdef type t = type(data)
+    if t is bytes or t is bytearray:
+        return True
+    if t is _memoryview:
+        try:
+            return data.ndim == 1 and data.itemsize == 1 and data.c_contiguous
+        except ValueError:    # released: let sock.send() raise it
+            return False
+    return False
+
+
+# ----------------------------------------------------------------------
+# Waiting for the fd
+
+cdef class _SockWait:
+    """One sock_* operation waiting for its fd: the reader or writer callback.
+
+    Subclasses implement _attempt(): one try of the syscall, returning the
+    result or _AGAIN (a BlockingIOError or InterruptedError also means
+    "again", as in asyncio's callbacks).
+    """
+    cdef:
+        LoopCore loop
+        object fut
+        object sock
+        object fd            # as registered, for removal
+        int which            # POLLER_READ or POLLER_WRITE
+        Handle handle        # ours while not cancelled
+
+    cdef object _arm(self, LoopCore loop, object sock, int which):
+        # asyncio's order: the future, the fd, the transport check, then
+        # the reader or writer.
+        self.loop = loop
+        self.sock = sock
+        self.fut = loop.create_future()
+        fd = sock.fileno()
+        loop._ensure_fd_no_transport(fd)
+        self.fd = fd
+        self.which = which
+        self.handle = loop._add_fd_handle(fd, which, self, ())
+        return self.fut
+
+    cdef int _disarm(self) except -1:
+        """Remove our reader or writer, unless someone replaced it."""
+        cdef Handle handle = self.handle
+        if handle is not None:
+            self.handle = None
+            if not handle._cancelled:
+                self.loop._remove_fd_handle(self.fd, self.which)
+        self._release()
+        return 0
+
+    cdef int _release(self) except -1:
+        return 0
+
+    cdef object _attempt(self):
+        raise NotImplementedError
+
+    def __call__(self):
+        # The fd is ready (or the wake-up was spurious): try again.
+        if self.fut.done():
+            return   # cancelled meanwhile; the coroutine will disarm
+        try:
+            result = self._attempt()
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._disarm()
+            self.fut.set_exception(exc)
+            return
+        if result is _AGAIN:
+            return
+        self._disarm()
+        self.fut.set_result(result)
+
+    def __repr__(self):
+        return f'<{type(self).__name__[1:]} fd={self.fd!r} sock={self.sock!r}>'
+
+
+cdef class _RecvWait(_SockWait):
+    cdef object n
+    cdef Py_ssize_t size     # >= 0: recv directly
+
+    cdef object _attempt(self):
+        cdef int fd
+        if self.size >= 0:
+            fd = _plain_fd(self.sock)
+            if fd != -2:
+                return _recv_bytes(fd, self.size)
+        return self.sock.recv(self.n)
+
+
+cdef class _RecvIntoWait(_SockWait):
+    cdef object buf
+
+    cdef object _attempt(self):
+        return _recv_into_once(self.sock, self.buf)
+
+
+cdef class _RecvFromWait(_SockWait):
+    cdef object bufsize
+
+    cdef object _attempt(self):
+        return self.sock.recvfrom(self.bufsize)
+
+
+cdef class _RecvFromIntoWait(_SockWait):
+    cdef object buf
+    cdef object nbytes
+
+    cdef object _attempt(self):
+        return self.sock.recvfrom_into(self.buf, self.nbytes)
+
+
+cdef class _SendAllWait(_SockWait):
+    cdef:
+        object view          # memoryview(data), as asyncio keeps it
+        Py_ssize_t pos
+        bint direct
+        Py_buffer pybuf      # the view's bytes, while `direct`
+        bint has_pybuf
+
+    cdef int _release(self) except -1:
+        if self.has_pybuf:
+            self.has_pybuf = False
+            PyBuffer_Release(&self.pybuf)
+        self.view = None
+        return 0
+
+    def __dealloc__(self):
+        if self.has_pybuf:
+            PyBuffer_Release(&self.pybuf)
+
+    cdef object _attempt(self):
+        cdef int fd = -2
+        cdef Py_ssize_t n
+        if self.direct:
+            fd = _plain_fd(self.sock)
+        if fd != -2:
+            n = _send(fd, <char *>self.pybuf.buf + self.pos, self.pybuf.len - self.pos)
+            if n < 0:
+                return _AGAIN
+        else:
+            n = self.sock.send(self.view[self.pos:])
+        self.pos += n
+        if self.pos == len(self.view):
+            return None
+        return _AGAIN
+
+
+cdef class _SendToWait(_SockWait):
+    cdef object data
+    cdef object address
+
+    cdef object _attempt(self):
+        return self.sock.sendto(self.data, 0, self.address)
+
+
+cdef class _ConnectWait(_SockWait):
+    cdef object address
+
+    cdef object _attempt(self):
+        err = self.sock.getsockopt(_SOL_SOCKET, _SO_ERROR)
+        if err != 0:
+            # EINPROGRESS and the like make a BlockingIOError: keep waiting.
+            raise OSError(err, f'Connect call failed {self.address}')
+        return None
+
+
+cdef class _AcceptWait(_SockWait):
+
+    cdef object _attempt(self):
+        conn, address = self.sock.accept()
+        conn.setblocking(False)
+        return (conn, address)
+
+
+cdef object _recv_into_once(object sock, object buf):
+    """sock.recv_into(buf), directly on the fd if it may be; or _AGAIN."""
+    cdef Py_buffer pybuf
+    cdef Py_ssize_t got
+    cdef int fd = _plain_fd(sock)
+    if fd == -2:
+        return sock.recv_into(buf)
+    try:
+        PyObject_GetBuffer(buf, &pybuf, PyBUF_WRITABLE)
+    except Exception:
+        # Not a writable buffer: the method raises its own error for it.
+        return sock.recv_into(buf)
+    try:
+        got = _recv_into(fd, <char *>pybuf.buf, pybuf.len)
+    finally:
+        PyBuffer_Release(&pybuf)
+    return _AGAIN if got < 0 else got
+
+
+cdef int _check_sock(LoopCore loop, object sock) except -1:
+    if type(sock) is not _socket_type:   # an SSLSocket is a subclass
+        _check_ssl_socket(sock)
+    if loop._debug and sock.gettimeout() != 0:
+        raise ValueError("the socket must be non-blocking")
+    return 0
+
+
+# ----------------------------------------------------------------------
+# The coroutines (Loop methods)
+
+async def sock_recv(LoopCore self, sock, n):
+    """Receive data from the socket.
+
+    The return value is a bytes object representing the data received.
+    The maximum amount of data to be received at once is specified by
+    nbytes.
+    """
+    cdef Py_ssize_t size = -1
+    cdef int fd
+    cdef _RecvWait w
+    _check_sock(self, sock)
+    fd = _plain_fd(sock)
+    if fd != -2:
+        size = _size_arg(n)
+    if size >= 0:
+        data = _recv_bytes(fd, size)
+        if data is not _AGAIN:
+            return data
+    else:
+        try:
+            return sock.recv(n)
+        except (BlockingIOError, InterruptedError):
+            pass
+    w = _RecvWait.__new__(_RecvWait)
+    w.n = n
+    w.size = size
+    fut = w._arm(self, sock, POLLER_READ)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_recv_into(LoopCore self, sock, buf):
+    """Receive data from the socket.
+
+    The received data is written into *buf* (a writable buffer).
+    The return value is the number of bytes written.
+    """
+    cdef _RecvIntoWait w
+    _check_sock(self, sock)
+    try:
+        nbytes = _recv_into_once(sock, buf)
+        if nbytes is not _AGAIN:
+            return nbytes
+    except (BlockingIOError, InterruptedError):
+        pass
+    w = _RecvIntoWait.__new__(_RecvIntoWait)
+    w.buf = buf
+    fut = w._arm(self, sock, POLLER_READ)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_recvfrom(LoopCore self, sock, bufsize):
+    """Receive a datagram from a datagram socket.
+
+    The return value is a tuple of (bytes, address) representing the
+    datagram received and the address it came from.
+    The maximum amount of data to be received at once is specified by
+    nbytes.
+    """
+    cdef _RecvFromWait w
+    _check_sock(self, sock)
+    try:
+        return sock.recvfrom(bufsize)
+    except (BlockingIOError, InterruptedError):
+        pass
+    w = _RecvFromWait.__new__(_RecvFromWait)
+    w.bufsize = bufsize
+    fut = w._arm(self, sock, POLLER_READ)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_recvfrom_into(LoopCore self, sock, buf, nbytes=0):
+    """Receive data from the socket.
+
+    The received data is written into *buf* (a writable buffer).
+    The return value is a tuple of (number of bytes written, address).
+    """
+    cdef _RecvFromIntoWait w
+    _check_sock(self, sock)
+    if not nbytes:
+        nbytes = len(buf)
+    try:
+        return sock.recvfrom_into(buf, nbytes)
+    except (BlockingIOError, InterruptedError):
+        pass
+    w = _RecvFromIntoWait.__new__(_RecvFromIntoWait)
+    w.buf = buf
+    w.nbytes = nbytes
+    fut = w._arm(self, sock, POLLER_READ)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_sendall(LoopCore self, sock, data):
+    """Send data to the socket.
+
+    The socket must be connected to a remote socket. This method continues
+    to send data from data until either all data has been sent or an
+    error occurs. None is returned on success. On error, an exception is
+    raised, and there is no way to determine how much data, if any, was
+    successfully processed by the receiving end of the connection.
+    """
+    cdef int fd
+    cdef Py_ssize_t n = 0
+    cdef Py_buffer pybuf
+    cdef bint direct = False
+    cdef _SendAllWait w
+    _check_sock(self, sock)
+    fd = _plain_fd(sock)
+    if fd != -2 and _byte_buffer(data):
+        direct = True
+        if type(data) is bytes:
+            n = _send(fd, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+            if n == PyBytes_GET_SIZE(data):
+                return
+        elif type(data) is bytearray:
+            n = _send(fd, PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
+            if n == PyByteArray_GET_SIZE(data):
+                return
+        else:
+            PyObject_GetBuffer(data, &pybuf, PyBUF_SIMPLE)
+            try:
+                n = _send(fd, <char *>pybuf.buf, pybuf.len)
+                if n == pybuf.len:
+                    return
+            finally:
+                PyBuffer_Release(&pybuf)
+        if n < 0:
+            n = 0    # it would block
+    else:
+        try:
+            n = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        if n == len(data):
+            return   # all data sent
+    w = _SendAllWait.__new__(_SendAllWait)
+    w.view = _memoryview(data)
+    w.pos = n
+    if direct:
+        PyObject_GetBuffer(w.view, &w.pybuf, PyBUF_SIMPLE)
+        w.has_pybuf = True
+        w.direct = True
+    fut = w._arm(self, sock, POLLER_WRITE)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_sendto(LoopCore self, sock, data, address):
+    """Send data to the socket.
+
+    The socket must be connected to a remote socket. This method continues
+    to send data from data until either all data has been sent or an
+    error occurs. None is returned on success. On error, an exception is
+    raised, and there is no way to determine how much data, if any, was
+    successfully processed by the receiving end of the connection.
+    """
+    cdef _SendToWait w
+    _check_sock(self, sock)
+    try:
+        return sock.sendto(data, address)
+    except (BlockingIOError, InterruptedError):
+        pass
+    w = _SendToWait.__new__(_SendToWait)
+    w.data = data
+    w.address = address
+    fut = w._arm(self, sock, POLLER_WRITE)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_connect(LoopCore self, sock, address):
+    """Connect to a remote socket at address.
+
+    This method is a coroutine.
+    """
+    cdef _ConnectWait w
+    _check_sock(self, sock)
+    family = sock.family
+    if family == _AF_INET or (_HAS_IPv6 and family == _AF_INET6):
+        resolved = await self._ensure_resolved(
+            address, family=sock.family, type=sock.type, proto=sock.proto,
+            loop=self,
+        )
+        _, _, _, _, address = resolved[0]
+    sock.fileno()     # asyncio asks for it before connecting
+    try:
+        sock.connect(address)
+        return None
+    except (BlockingIOError, InterruptedError):
+        # Issue #23618: a connect() interrupted by a signal goes on in the
+        # background, as a non-blocking one does: wait until the socket is
+        # writable, then read the outcome from SO_ERROR.
+        pass
+    w = _ConnectWait.__new__(_ConnectWait)
+    w.address = address
+    fut = w._arm(self, sock, POLLER_WRITE)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+async def sock_accept(LoopCore self, sock):
+    """Accept a connection.
+
+    The socket must be bound to an address and listening for connections.
+    The return value is a pair (conn, address) where conn is a new socket
+    object usable to send and receive data on the connection, and address
+    is the address bound to the socket on the other end of the connection.
+    """
+    cdef _AcceptWait w
+    _check_sock(self, sock)
+    sock.fileno()     # asyncio asks for it before accepting
+    try:
+        conn, address = sock.accept()
+        conn.setblocking(False)
+        return (conn, address)
+    except (BlockingIOError, InterruptedError):
+        pass
+    w = _AcceptWait.__new__(_AcceptWait)
+    fut = w._arm(self, sock, POLLER_READ)
+    try:
+        return await fut
+    finally:
+        w._disarm()
