@@ -285,21 +285,23 @@ cdef class SocketTransport(StreamTransportBase):
                 exc, 'Fatal error: protocol.get_buffer() call failed.')
             return
         try:
-            # Where asyncio's sock.recv_into(buf) would fail on a read-only
-            # or non-contiguous buffer, this does, with the same message.
             PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, 'Fatal read error on socket transport')
-            return
-        n = recv(self._sock_fd, view.buf, <size_t>view.len, 0)
-        err = errno
-        PyBuffer_Release(&view)
+        except BaseException:
+            # Not a writable contiguous buffer: asyncio's sock.recv_into(buf)
+            # raises the socket module's own TypeError for it, so go through
+            # the socket's method to fail (or, for an exotic buffer it
+            # accepts, succeed) exactly as asyncio does.
+            n = self._recv_into_by_socket(buf)
+        else:
+            n = recv(self._sock_fd, view.buf, <size_t>view.len, 0)
+            err = errno
+            PyBuffer_Release(&view)
+            if n < 0:
+                if not _would_block(err):
+                    self._fatal_error(_os_error(err),
+                                      'Fatal read error on socket transport')
+                return
         if n < 0:
-            if not _would_block(err):
-                self._fatal_error(_os_error(err),
-                                  'Fatal read error on socket transport')
             return
         if n == 0:
             self._read_eof()
@@ -311,6 +313,18 @@ cdef class SocketTransport(StreamTransportBase):
         except BaseException as exc:
             self._fatal_error(
                 exc, 'Fatal error: protocol.buffer_updated() call failed.')
+
+    cdef ssize_t _recv_into_by_socket(self, buf) except -2:
+        """sock.recv_into(buf) as asyncio calls it; -1 when there is no data."""
+        try:
+            return self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return -1
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, 'Fatal read error on socket transport')
+            return -1
 
     cdef _read_eof(self):
         if self._core._debug:
