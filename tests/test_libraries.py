@@ -91,6 +91,8 @@ def wait_for_port(host, port, deadline):
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
     """A redis:// URL (and unix socket path) of a running redis-server, or skip."""
+    # No server is started for tests that would skip anyway.
+    pytest.importorskip("redis.asyncio")
     url = os.environ.get("MINLOOP_TEST_REDIS_URL")
     if url:
         yield url, os.environ.get("MINLOOP_TEST_REDIS_SOCKET")
@@ -130,6 +132,9 @@ def _pg_bin(name):
 @pytest.fixture(scope="session")
 def pg_dsn():
     """A postgresql:// DSN of a running server (trust auth), or skip."""
+    # No cluster is made for tests that would skip anyway (initdb is slow,
+    # and under a sanitizer's LD_PRELOAD slower still).
+    pytest.importorskip("asyncpg")
     dsn = os.environ.get("MINLOOP_TEST_PG_DSN")
     if dsn:
         yield dsn
