@@ -66,7 +66,10 @@ def test_fast_path_makes_no_future_and_no_poller_change(loop, pair):
     assert loop.futures == 0
 
 
-def test_blocked_recv_adds_and_removes_interest_once(loop, pair):
+def test_blocked_recv_arms_interest_once_and_removes_it_for_free(loop, pair):
+    """The one-shot registration is disarmed by the kernel when it fires, so
+    the operation's end makes no syscall; each later wait re-arms it with
+    one change."""
     a, b = pair
 
     async def main():
@@ -76,9 +79,15 @@ def test_blocked_recv_adds_and_removes_interest_once(loop, pair):
         assert loop._poller_changes - changes == 1     # the reader
         b.send(b'x')
         assert await task == b'x'
+        assert loop._poller_changes - changes == 1
+        for i in range(10):
+            task = asyncio.ensure_future(loop.sock_recv(a, 10))
+            await asyncio.sleep(0)
+            b.send(b'y')
+            assert await task == b'y'
         return loop._poller_changes - changes
-    assert loop.run_until_complete(main()) == 2
-    assert loop.futures == 1
+    assert loop.run_until_complete(main()) == 11
+    assert loop.futures == 11
 
 
 def test_waiters_do_not_outlive_their_operation(loop, pair):
