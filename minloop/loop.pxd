@@ -25,7 +25,7 @@ cdef class LoopCore:
         int _fds_size
         # fds with interest other than the loop's own wake-up fd: while it
         # is 0 and callbacks are ready, a poll could observe nothing.
-        int _user_fds
+        readonly int _user_fds
         unsigned int _skipped_polls
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
