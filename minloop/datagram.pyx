@@ -44,6 +44,7 @@ from libc.stdlib cimport malloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
+from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 
 
@@ -367,20 +368,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         return (self._low_water, self._high_water)
 
     def _set_write_buffer_limits(self, high=None, low=None):
-        if high is None:
-            if low is None:
-                high = 64 * 1024
-            else:
-                high = 4 * low
-        if low is None:
-            low = high // 4
-
-        if not high >= low >= 0:
-            raise ValueError(
-                f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-
-        self._high_water = high
-        self._low_water = low
+        self._high_water, self._low_water = water_marks(high, low)
 
     def set_write_buffer_limits(self, high=None, low=None):
         self._set_write_buffer_limits(high=high, low=low)
@@ -393,37 +381,15 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._maybe_resume_protocol_c()
 
     cdef int _maybe_pause_protocol_c(self) except -1:
-        if self._buffer_size <= self._high_water:
-            return 0
-        if not self._protocol_paused:
+        if self._buffer_size > self._high_water and not self._protocol_paused:
             self._protocol_paused = True
-            try:
-                self._protocol.pause_writing()
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self._loop.call_exception_handler({
-                    'message': 'protocol.pause_writing() failed',
-                    'exception': exc,
-                    'transport': self,
-                    'protocol': self._protocol,
-                })
+            tell_protocol(self._loop, self, self._protocol, True)
         return 0
 
     cdef int _maybe_resume_protocol_c(self) except -1:
         if self._protocol_paused and self._buffer_size <= self._low_water:
             self._protocol_paused = False
-            try:
-                self._protocol.resume_writing()
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self._loop.call_exception_handler({
-                    'message': 'protocol.resume_writing() failed',
-                    'exception': exc,
-                    'transport': self,
-                    'protocol': self._protocol,
-                })
+            tell_protocol(self._loop, self, self._protocol, False)
         return 0
 
     # ------------------------------------------------------------------

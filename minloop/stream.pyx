@@ -39,6 +39,7 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg)
+from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 from .transport_bases cimport StreamTransportBase
 
@@ -285,21 +286,23 @@ cdef class SocketTransport(StreamTransportBase):
                 exc, 'Fatal error: protocol.get_buffer() call failed.')
             return
         try:
-            # Where asyncio's sock.recv_into(buf) would fail on a read-only
-            # or non-contiguous buffer, this does, with the same message.
             PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, 'Fatal read error on socket transport')
-            return
-        n = recv(self._sock_fd, view.buf, <size_t>view.len, 0)
-        err = errno
-        PyBuffer_Release(&view)
+        except BaseException:
+            # Not a writable contiguous buffer: asyncio's sock.recv_into(buf)
+            # raises the socket module's own TypeError for it, so go through
+            # the socket's method to fail (or, for an exotic buffer it
+            # accepts, succeed) exactly as asyncio does.
+            n = self._recv_into_by_socket(buf)
+        else:
+            n = recv(self._sock_fd, view.buf, <size_t>view.len, 0)
+            err = errno
+            PyBuffer_Release(&view)
+            if n < 0:
+                if not _would_block(err):
+                    self._fatal_error(_os_error(err),
+                                      'Fatal read error on socket transport')
+                return
         if n < 0:
-            if not _would_block(err):
-                self._fatal_error(_os_error(err),
-                                  'Fatal read error on socket transport')
             return
         if n == 0:
             self._read_eof()
@@ -311,6 +314,18 @@ cdef class SocketTransport(StreamTransportBase):
         except BaseException as exc:
             self._fatal_error(
                 exc, 'Fatal error: protocol.buffer_updated() call failed.')
+
+    cdef ssize_t _recv_into_by_socket(self, buf) except -2:
+        """sock.recv_into(buf) as asyncio calls it; -1 when there is no data."""
+        try:
+            return self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return -1
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, 'Fatal read error on socket transport')
+            return -1
 
     cdef _read_eof(self):
         if self._core._debug:
@@ -538,49 +553,17 @@ cdef class SocketTransport(StreamTransportBase):
         self._maybe_pause_protocol()
 
     cdef _set_write_buffer_limits(self, high, low):
-        if high is None:
-            if low is None:
-                high = 64 * 1024
-            else:
-                high = 4 * low
-        if low is None:
-            low = high // 4
-        if not high >= low >= 0:
-            raise ValueError(
-                f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-        self._high_water = high
-        self._low_water = low
+        self._high_water, self._low_water = water_marks(high, low)
 
     cdef _maybe_pause_protocol(self):
-        if self._buffer_size <= self._high_water or self._protocol_paused:
-            return
-        self._protocol_paused = True
-        try:
-            self._protocol.pause_writing()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._loop.call_exception_handler({
-                'message': 'protocol.pause_writing() failed',
-                'exception': exc,
-                'transport': self,
-                'protocol': self._protocol,
-            })
+        if self._buffer_size > self._high_water and not self._protocol_paused:
+            self._protocol_paused = True
+            tell_protocol(self._loop, self, self._protocol, True)
 
     cdef _maybe_resume_protocol(self):
         if self._protocol_paused and self._buffer_size <= self._low_water:
             self._protocol_paused = False
-            try:
-                self._protocol.resume_writing()
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                self._loop.call_exception_handler({
-                    'message': 'protocol.resume_writing() failed',
-                    'exception': exc,
-                    'transport': self,
-                    'protocol': self._protocol,
-                })
+            tell_protocol(self._loop, self, self._protocol, False)
 
     # ------------------------------------------------------------------
     # Errors and the end of the connection

@@ -18,6 +18,8 @@
 #define PY_SSIZE_T_CLEAN
 #include "transport_bases.h"
 
+#include <stdio.h>
+
 /* ---- the shared slots ---------------------------------------------------- */
 
 static PyObject *
@@ -112,7 +114,10 @@ add_base_type(PyObject *module, PyObject *transports, const char *const names[3]
     PyObject *first, *second, *type;
     int rc;
 
-    PyOS_snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", names[0]);
+    /* libc's snprintf, not PyOS_snprintf: a module that needs nothing from
+     * libc is not linked to it, and auditwheel then cannot tell which libc
+     * the wheel needs (InvalidLibcError). */
+    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", names[0]);
     first = asyncio_base(transports, names[1]);
     if (first == NULL)
         return -1;
