@@ -94,7 +94,10 @@ int poller_modify(poller *p, int fd, int old_mask, int new_mask)
     if (old_mask == new_mask)
         return 0;
     if ((old_mask ^ new_mask) & POLLER_ONESHOT) {
-        /* Kept filters change their one-shot-ness: delete, then add. */
+        /* Kept filters change their one-shot-ness: delete, then add.  If
+         * the add then fails, those filters are gone while the loop keeps
+         * the old mask: the fd goes silent (the error is raised to the
+         * caller), it never fires spuriously. */
         rc = delete_filters(p, fd, old_f & new_f);
         if (rc < 0)
             return rc;
