@@ -32,6 +32,8 @@ cdef extern from "poller.h" nogil:
     enum:
         POLLER_READ
         POLLER_WRITE
+        POLLER_ONESHOT
+        POLLER_DISARMED
     ctypedef struct poller_event:
         int fd
         int events

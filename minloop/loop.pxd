@@ -5,11 +5,13 @@ from .handles cimport Handle, TimerHandle
 
 
 # One slot of the fd table, indexed by fd.  The table owns a reference to
-# each non-NULL handle.
+# each non-NULL handle.  See "The fd table and the kernel" in loop.pyx.
 ctypedef struct fd_slot:
     void *reader     # Handle or NULL
     void *writer     # Handle or NULL
-    int mask         # interest registered with the poller
+    int mask         # the kernel's state: a poller.h mask (POLLER_ONESHOT
+                     # alone: a one-shot registration that fired)
+    int oneshot      # POLLER_READ/WRITE: that handle is a one-shot waiter
 
 
 cdef class LoopCore:
@@ -23,7 +25,7 @@ cdef class LoopCore:
         int _fds_size
         # fds with interest other than the loop's own wake-up fd: while it
         # is 0 and callbacks are ready, a poll could observe nothing.
-        int _user_fds
+        readonly int _user_fds
         unsigned int _skipped_polls
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
@@ -32,6 +34,8 @@ cdef class LoopCore:
         # changes made in the poller (both for tests).
         readonly unsigned long _wakeups_sent
         readonly unsigned long _poller_changes
+        # Events the poller reported for fds other than the wake-up fd.
+        readonly unsigned long _fd_events
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects
@@ -62,12 +66,18 @@ cdef class LoopCore:
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
                                tuple args)
     cdef bint _remove_fd_handle(self, object fd, int which) except -1
+    cdef Handle _add_oneshot_handle(self, int fd, int which, object callback)
+    cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1
+    cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _open_kernel_objects(self) except -1
     cdef int _reopen_after_fork(self) except -1
     cdef void _release_poller(self)
     cdef int _ensure_fd_slot(self, int fd) except -1
     cdef int _set_interest(self, int fd, int mask) except -1
-    cdef object _set_fd_handle(self, int fd, int which, Handle handle)
+    cdef int _wanted_interest(self, int fd, void *reader, void *writer,
+                              int oneshot) noexcept
+    cdef object _set_fd_handle(self, int fd, int which, Handle handle,
+                               bint oneshot=*)
     cdef void _clear_timers(self)
     cdef void _clear_ready(self)
     cdef void _clear_fd_table(self)

@@ -54,6 +54,8 @@ cdef extern from "Python.h":
 
 cdef enum:
     MAX_EVENTS = 1024
+    # The direction bits of a poller mask: something is armed.
+    _ARMED = POLLER_READ | POLLER_WRITE
 
 # asyncio's cap on one wait: a timer a year away still wakes us daily, so
 # a changed wall clock or a suspended machine cannot stall the loop forever.
@@ -144,7 +146,11 @@ cdef class LoopCore:
         self._open_kernel_objects()
         for fd in range(self._fds_size):
             mask = self._fds[fd].mask
-            if mask and poller_modify(&self._poller, fd, 0, mask) < 0:
+            if not mask & _ARMED:
+                # Disarmed registrations stayed in the parent's poller; the
+                # new one knows nothing of this fd.
+                self._fds[fd].mask = 0
+            elif poller_modify(&self._poller, fd, 0, mask) < 0:
                 self._fds[fd].mask = 0
                 self._user_fds -= 1
         return 0
@@ -510,7 +516,7 @@ cdef class LoopCore:
         return 0
 
     cdef int _poll(self, int64_t timeout_ns) except -1:
-        cdef int n, i, fd, events
+        cdef int n, i, fd, events, mask
         cdef Handle handle
         if self._forked:
             self._reopen_after_fork()
@@ -534,6 +540,19 @@ cdef class LoopCore:
                 continue
             if fd >= self._fds_size:
                 continue
+            self._fd_events += 1
+            mask = self._fds[fd].mask
+            if mask & POLLER_ONESHOT and mask & _ARMED:
+                # The kernel disarmed the registration as it handed out
+                # this event; the waiter re-arms it if it must wait again.
+                self._fds[fd].mask = POLLER_DISARMED
+                self._user_fds -= 1
+                if not events & mask:
+                    # Not for the waiter (no backend reports such an event
+                    # for a one-direction registration): arm it again, or
+                    # it would wait forever.
+                    self._set_interest(fd, mask)
+                    continue
             # Re-read the slot each time: releasing a cancelled handle can
             # run arbitrary code that reallocates the table.
             if events & POLLER_READ and self._fds[fd].reader != NULL:
@@ -569,7 +588,48 @@ cdef class LoopCore:
         self._fds_size = size
         return 0
 
+    # The fd table and the kernel
+    #
+    # Each slot holds the fd's reader and writer handles and `mask`, what
+    # the kernel has registered for the fd (a poller.h mask).  Persistent
+    # handles (add_reader/add_writer, transports, servers) are registered
+    # level-triggered, as asyncio's selector does.  A one-shot waiter (a
+    # blocked sock_* operation: it waits for one event, then either ends or
+    # asks again) that is alone on its fd is registered with POLLER_ONESHOT,
+    # so that the kernel disarms it as it reports the event and the
+    # operation's end needs no syscall: the next wait re-arms it with one
+    # MOD.  The facts that make that safe, and the rules that keep it so:
+    #
+    #  - A disarmed registration never reports anything again (epoll clears
+    #    even EPOLLERR/EPOLLHUP; kqueue deletes the filter).  So leaving it
+    #    behind after the operation, or after the socket is closed, is
+    #    harmless.  Leaving an *armed* one behind is not: if a dup() of the
+    #    socket lives on (a forked child), it fires forever, or it fires for
+    #    a new file under the same number.  Hence a one-shot waiter removed
+    #    before it fired (cancelled) is DELeted like any other interest.
+    #  - mask == POLLER_DISARMED means "maybe registered, certainly silent".
+    #    Re-arming tries MOD and falls back to ADD on ENOENT: the fd may be
+    #    a new file under the old number, whose old registration was dropped
+    #    at close or lingers, disarmed, under the old file.
+    #  - Only _poll() learns that the kernel disarmed a one-shot registration
+    #    (epoll_wait hands out its event), and it marks the slot then.  The
+    #    waiter's handle is queued with that event; when it runs it removes
+    #    itself, or it calls _rearm_oneshot() to wait again.  Any other
+    #    change of the slot recomputes the whole registration from the
+    #    table (_wanted_interest), so it re-arms what must be armed.  There
+    #    is no other way out of the disarmed state with a handle left.
+    #  - One-shot only when the waiter is the fd's only handle: a one-shot
+    #    registration fires once for both directions, and a persistent
+    #    handle must never miss an event.  With two handles the fd is
+    #    level-triggered for both, as before this optimisation.
+    #  - _user_fds counts fds with something *armed*: a disarmed fd cannot
+    #    wake a poll, so it does not keep the loop polling.
+    #  - fork(): the child's new poller gets the armed registrations again;
+    #    disarmed ones become 0 (the new poller never saw them).  Close: the
+    #    poller's fd goes, and every registration with it.
+
     cdef int _set_interest(self, int fd, int mask) except -1:
+        """Make the kernel's registration for fd `mask` (a poller.h mask)."""
         cdef int old
         cdef int rc
         if self._forked:
@@ -580,36 +640,67 @@ cdef class LoopCore:
         rc = poller_modify(&self._poller, fd, old, mask)
         if rc < 0:
             _raise_errno(rc)
-        self._poller_changes += 1
-        if old == 0:
+        if (old | mask) & _ARMED:
+            self._poller_changes += 1   # poller_modify made a syscall
+        if not old & _ARMED and mask & _ARMED:
             self._user_fds += 1
-        elif mask == 0:
+        elif old & _ARMED and not mask & _ARMED:
             self._user_fds -= 1
         self._fds[fd].mask = mask
         return 0
 
-    cdef object _set_fd_handle(self, int fd, int which, Handle handle):
+    cdef int _wanted_interest(self, int fd, void *reader, void *writer,
+                              int oneshot) noexcept:
+        """The registration fd needs with these handles (see above)."""
+        cdef int want = ((POLLER_READ if reader != NULL else 0) |
+                         (POLLER_WRITE if writer != NULL else 0))
+        if want == 0:
+            # A registration that fired may stay: it is silent, and keeping
+            # it spares the DEL an operation's end would otherwise cost.
+            if self._fds[fd].mask == POLLER_DISARMED:
+                return POLLER_DISARMED
+            return 0
+        if want != _ARMED and oneshot & want:
+            return want | POLLER_ONESHOT   # a lone one-shot waiter
+        return want
+
+    cdef object _set_fd_handle(self, int fd, int which, Handle handle,
+                               bint oneshot=False):
         """Install (or, with None, clear) fd's reader or writer.
 
-        Returns the handle it replaced, or None.  The poller is updated
-        first, so on error the table is left as it was.
+        `oneshot`: the handle is a one-shot waiter (see above).  Returns the
+        handle it replaced, or None.  The poller is updated first, so on
+        error the table is left as it was.
         """
         cdef void *old
-        cdef int mask
+        cdef void *reader
+        cdef void *writer
+        cdef void *new = <void *>handle if handle is not None else NULL
+        cdef int oneshot_bits
         self._ensure_fd_slot(fd)
-        mask = self._fds[fd].mask
-        mask = (mask | which) if handle is not None else (mask & ~which)
-        self._set_interest(fd, mask)
+        if self._forked:
+            self._reopen_after_fork()
+        reader = self._fds[fd].reader
+        writer = self._fds[fd].writer
+        if which == POLLER_READ:
+            reader = new
+        else:
+            writer = new
+        oneshot_bits = self._fds[fd].oneshot & ~which
+        if oneshot and handle is not None:
+            oneshot_bits |= which
+        self._set_interest(fd, self._wanted_interest(fd, reader, writer, oneshot_bits))
+        self._fds[fd].oneshot = oneshot_bits
         if which == POLLER_READ:
             old = self._fds[fd].reader
-            self._fds[fd].reader = <void *>handle if handle is not None else NULL
+            self._fds[fd].reader = new
         else:
             old = self._fds[fd].writer
-            self._fds[fd].writer = <void *>handle if handle is not None else NULL
+            self._fds[fd].writer = new
         if handle is not None:
             Py_INCREF(handle)
             handle_enqueued(handle)
-        if mask == 0:
+        if reader == NULL and writer == NULL:
             self._fd_objects.pop(fd, None)
         if old == NULL:
             return None
@@ -617,6 +708,57 @@ cdef class LoopCore:
         handle_dequeued(<Handle>old)
         Py_DECREF(result)   # the table's reference; `result` holds its own
         return result
+
+    # The one-shot waiters' API (sock_ops.pyx).  fd is the socket's fileno()
+    # at the time of the wait.
+
+    cdef Handle _add_oneshot_handle(self, int fd, int which, object callback):
+        """Install callback as fd's one-shot reader or writer.
+
+        Like _add_fd_handle (the replaced handle is cancelled), but the
+        callback must, each time it runs, either remove itself with
+        _remove_oneshot() or call _rearm_oneshot() to wait again.
+        """
+        _check_open(self)
+        if fd < 0:
+            raise ValueError(f"Invalid file descriptor: {fd}")
+        cdef Handle handle = new_handle(callback, (), self, None, self._debug)
+        old = self._set_fd_handle(fd, which, handle, True)
+        if old is not None:
+            (<Handle>old)._cancel()
+        return handle
+
+    cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1:
+        """Wait again for fd, if `handle` is still its reader/writer."""
+        cdef void *current
+        if self._closed or fd >= self._fds_size:
+            return 0
+        current = self._fds[fd].reader if which == POLLER_READ else self._fds[fd].writer
+        if current != <void *>handle:
+            return 0   # replaced by add_reader()/add_writer(): not ours
+        self._set_interest(fd, self._wanted_interest(
+            fd, self._fds[fd].reader, self._fds[fd].writer, self._fds[fd].oneshot))
+        return 0
+
+    cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1:
+        """remove_reader/remove_writer of `handle`, if still installed."""
+        cdef void *current
+        if self._closed or fd >= self._fds_size:
+            return 0
+        current = self._fds[fd].reader if which == POLLER_READ else self._fds[fd].writer
+        if current != <void *>handle:
+            return 0
+        old = self._set_fd_handle(fd, which, None)
+        (<Handle>old)._cancel()
+        return 0
+
+    def _fd_state(self, fd):
+        """(kernel mask, one-shot bits, reader, writer) of fd (for tests)."""
+        if fd >= self._fds_size:
+            return (0, 0, None, None)
+        return (self._fds[fd].mask, self._fds[fd].oneshot,
+                <object>self._fds[fd].reader if self._fds[fd].reader != NULL else None,
+                <object>self._fds[fd].writer if self._fds[fd].writer != NULL else None)
 
     cdef int _fileobj_to_fd(self, object fileobj) except -1:
         cdef object fd
@@ -741,6 +883,7 @@ cdef class LoopCore:
             self._fds[fd].reader = NULL
             self._fds[fd].writer = NULL
             self._fds[fd].mask = 0
+            self._fds[fd].oneshot = 0
             if reader != NULL:
                 handle_dequeued(<Handle>reader)
                 Py_DECREF(<object>reader)

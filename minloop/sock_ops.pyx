@@ -28,6 +28,12 @@ Where it is fast, and why that keeps asyncio's semantics:
   can observe the fd, as asyncio's done callback does.  Like asyncio, it is
   removed only if it is still ours: add_reader()/add_writer() on the fd
   meanwhile replaced (and cancelled) our handle.
+- The reader or writer is a one-shot waiter of the loop's fd table (see
+  "The fd table and the kernel" in loop.pyx): alone on its fd, it is
+  registered so that the kernel disarms it when it fires, and its removal
+  when the operation ends costs no syscall.  In exchange, the callback must
+  re-arm it whenever it keeps waiting (a spurious wake-up, a partial send),
+  or the operation would wait forever.  That is _SockWait._wait_again().
 """
 
 import os
@@ -215,6 +221,7 @@ cdef class _SockWait:
         object fut
         object sock
         object fd            # as registered, for removal
+        int fdn              # the same, as a C int
         int which            # POLLER_READ or POLLER_WRITE
         Handle handle        # ours while not cancelled
 
@@ -227,8 +234,9 @@ cdef class _SockWait:
         fd = sock.fileno()
         loop._ensure_fd_no_transport(fd)
         self.fd = fd
+        self.fdn = fd
         self.which = which
-        self.handle = loop._add_fd_handle(fd, which, self, ())
+        self.handle = loop._add_oneshot_handle(self.fdn, which, self)
         return self.fut
 
     cdef int _disarm(self) except -1:
@@ -237,8 +245,23 @@ cdef class _SockWait:
         if handle is not None:
             self.handle = None
             if not handle._cancelled:
-                self.loop._remove_fd_handle(self.fd, self.which)
+                self.loop._remove_oneshot(self.fdn, self.which, handle)
         self._release()
+        return 0
+
+    cdef int _wait_again(self) except -1:
+        """Re-arm our one-shot reader or writer after a wake-up that did
+        not end the operation.  If the fd cannot be watched any more, the
+        operation fails with that error rather than wait forever."""
+        cdef Handle handle = self.handle
+        if handle is None or handle._cancelled:
+            return 0
+        try:
+            self.loop._rearm_oneshot(self.fdn, self.which, handle)
+        except OSError as exc:
+            self._disarm()
+            if not self.fut.done():
+                self.fut.set_exception(exc)
         return 0
 
     cdef int _release(self) except -1:
@@ -254,14 +277,17 @@ cdef class _SockWait:
         try:
             result = self._attempt()
         except (BlockingIOError, InterruptedError):
+            self._wait_again()
             return
         except (SystemExit, KeyboardInterrupt):
+            self._wait_again()   # the loop may be run again
             raise
         except BaseException as exc:
             self._disarm()
             self.fut.set_exception(exc)
             return
         if result is _AGAIN:
+            self._wait_again()
             return
         self._disarm()
         self.fut.set_result(result)

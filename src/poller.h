@@ -1,9 +1,22 @@
 /* poller: one small interface over epoll (Linux) and kqueue (macOS/BSD).
  *
- * Interest is a bit mask of POLLER_READ and POLLER_WRITE.  The caller keeps
- * the current mask of each fd (the loop's fd table) and passes both the old
- * and the new mask, so the poller never asks the kernel what is registered
- * and the loop calls it only when the mask really changes.
+ * Interest is a bit mask of POLLER_READ and POLLER_WRITE, optionally with
+ * POLLER_ONESHOT.  The caller keeps the current mask of each fd (the loop's
+ * fd table) and passes both the old and the new mask, so the poller never
+ * asks the kernel what is registered and the loop calls it only when the mask
+ * really changes.  The masks mean:
+ *
+ *   0                          not registered
+ *   READ|WRITE bits            registered, level-triggered, armed
+ *   bits | POLLER_ONESHOT      registered, armed for one event: the kernel
+ *                              disarms it when it reports that event
+ *   POLLER_ONESHOT alone       disarmed: a one-shot registration that fired.
+ *                              It may linger in the kernel (epoll) or be gone
+ *                              (kqueue, or the fd was closed), but it can
+ *                              never report an event again.
+ *
+ * Going from an armed mask to POLLER_ONESHOT alone is not a thing the kernel
+ * can do for us (epoll would still report errors): ask for 0 instead.
  *
  * All functions return 0 (or a count) on success and -errno on failure; they
  * never touch Python and may be called without the GIL.
@@ -15,6 +28,8 @@
 
 #define POLLER_READ  1
 #define POLLER_WRITE 2
+#define POLLER_ONESHOT 4
+#define POLLER_DISARMED POLLER_ONESHOT
 
 typedef struct {
     int fd;

@@ -17,6 +17,18 @@
  *  - EPOLLERR and EPOLLHUP are always reported whatever the interest; we report
  *    them as both readable and writable, as the selectors module does, and the
  *    loop masks the result with what was asked for.
+ *  - EPOLLONESHOT: when epoll_wait() hands out the registration's event, the
+ *    kernel clears its whole event mask, EPOLLERR and EPOLLHUP included.  The
+ *    registration stays in the interest set (until DEL or the file's last
+ *    close) but can never report again; MOD arms it anew.  So a disarmed
+ *    registration that outlives its socket (a dup() elsewhere keeps the file
+ *    open) is harmless, where a level-triggered one would fire forever.
+ *  - MOD finds a registration by (file, fd number).  After the number was
+ *    closed and reused for a new file, MOD fails with ENOENT even if the old
+ *    file's disarmed registration lingers under that number; ADD then makes
+ *    the new file's own registration.
+ *  - MOD with an empty mask does not disarm: EPOLLERR/EPOLLHUP are added back.
+ *    To stop an armed one-shot registration, DEL it.
  */
 #ifdef __linux__
 
@@ -71,17 +83,23 @@ static int ctl(int epfd, int op, int fd, int mask)
 {
     struct epoll_event ev;
     memset(&ev, 0, sizeof(ev));
-    ev.events = to_epoll(mask);
+    ev.events = to_epoll(mask) | ((mask & POLLER_ONESHOT) ? EPOLLONESHOT : 0);
     ev.data.fd = fd;
     return epoll_ctl(epfd, op, fd, &ev) == 0 ? 0 : -errno;
 }
+
+#define ARMED(mask) ((mask) & (POLLER_READ | POLLER_WRITE))
 
 int poller_modify(poller *p, int fd, int old_mask, int new_mask)
 {
     int rc;
     if (old_mask == new_mask)
         return 0;
-    if (new_mask == 0) {
+    if (!ARMED(new_mask)) {
+        /* Nothing armed is wanted.  A disarmed registration may stay: it
+         * cannot fire, and leaving it saves the DEL. */
+        if (!ARMED(old_mask))
+            return 0;
         rc = ctl(p->fd, EPOLL_CTL_DEL, fd, 0);
         return (rc == -EBADF || rc == -ENOENT) ? 0 : rc;
     }

@@ -5,6 +5,15 @@
  * fd ready both ways comes back as two events; the loop handles each.
  * Closing an fd removes its filters in the kernel, so deleting them later
  * fails with ENOENT or EBADF, which we ignore as the epoll backend does.
+ *
+ * POLLER_ONESHOT maps to EV_ONESHOT: the kernel deletes the filter when
+ * kevent() returns its event.  So a disarmed fd (POLLER_ONESHOT alone) has
+ * no filter at all, and only the direction bits of a mask say which filters
+ * exist.  Whether EV_ADD on an existing filter changes its EV_ONESHOT flag
+ * is not something to rely on across the BSDs and macOS, so a filter whose
+ * one-shot-ness changes is deleted and added again.
+ *
+ * (This file is not compiled on Linux; it mirrors poller_epoll.c.)
  */
 #if defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || \
     defined(__NetBSD__) || defined(__DragonFly__)
@@ -54,31 +63,53 @@ void poller_forget_after_fork(poller *p)
     poller_close(p);
 }
 
-int poller_modify(poller *p, int fd, int old_mask, int new_mask)
+static int delete_filters(poller *p, int fd, int mask)
 {
-    struct kevent changes[2];
-    int n = 0;
-    int added = new_mask & ~old_mask, removed = old_mask & ~new_mask;
-    if (added & POLLER_READ)
-        EV_SET(&changes[n++], fd, EVFILT_READ, EV_ADD, 0, 0, NULL);
-    if (added & POLLER_WRITE)
-        EV_SET(&changes[n++], fd, EVFILT_WRITE, EV_ADD, 0, 0, NULL);
-    int nadd = n;
-    if (nadd && kevent(p->fd, changes, nadd, NULL, 0, NULL) < 0)
-        return -errno;
-    n = 0;
-    if (removed & POLLER_READ)
-        EV_SET(&changes[n++], fd, EVFILT_READ, EV_DELETE, 0, 0, NULL);
-    if (removed & POLLER_WRITE)
-        EV_SET(&changes[n++], fd, EVFILT_WRITE, EV_DELETE, 0, 0, NULL);
-    for (int i = 0; i < n; i++) {
-        /* One at a time, so a filter the kernel already dropped does not
-         * hide the failure or success of the other. */
-        if (kevent(p->fd, &changes[i], 1, NULL, 0, NULL) < 0 &&
+    struct kevent change;
+    /* One at a time, so a filter the kernel already dropped does not hide
+     * the failure or success of the other. */
+    if (mask & POLLER_READ) {
+        EV_SET(&change, fd, EVFILT_READ, EV_DELETE, 0, 0, NULL);
+        if (kevent(p->fd, &change, 1, NULL, 0, NULL) < 0 &&
+                errno != ENOENT && errno != EBADF)
+            return -errno;
+    }
+    if (mask & POLLER_WRITE) {
+        EV_SET(&change, fd, EVFILT_WRITE, EV_DELETE, 0, 0, NULL);
+        if (kevent(p->fd, &change, 1, NULL, 0, NULL) < 0 &&
                 errno != ENOENT && errno != EBADF)
             return -errno;
     }
     return 0;
+}
+
+int poller_modify(poller *p, int fd, int old_mask, int new_mask)
+{
+    struct kevent changes[2];
+    int n = 0, rc;
+    int rw = POLLER_READ | POLLER_WRITE;
+    int old_f = old_mask & rw, new_f = new_mask & rw;
+    int added = new_f & ~old_f, removed = old_f & ~new_f;
+    unsigned short flags = EV_ADD | ((new_mask & POLLER_ONESHOT) ? EV_ONESHOT : 0);
+    if (old_mask == new_mask)
+        return 0;
+    if ((old_mask ^ new_mask) & POLLER_ONESHOT) {
+        /* Kept filters change their one-shot-ness: delete, then add.  If
+         * the add then fails, those filters are gone while the loop keeps
+         * the old mask: the fd goes silent (the error is raised to the
+         * caller), it never fires spuriously. */
+        rc = delete_filters(p, fd, old_f & new_f);
+        if (rc < 0)
+            return rc;
+        added |= old_f & new_f;
+    }
+    if (added & POLLER_READ)
+        EV_SET(&changes[n++], fd, EVFILT_READ, flags, 0, 0, NULL);
+    if (added & POLLER_WRITE)
+        EV_SET(&changes[n++], fd, EVFILT_WRITE, flags, 0, 0, NULL);
+    if (n && kevent(p->fd, changes, n, NULL, 0, NULL) < 0)
+        return -errno;
+    return delete_filters(p, fd, removed);
 }
 
 int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
