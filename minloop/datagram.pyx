@@ -39,13 +39,14 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact
-from libc.errno cimport errno, EINTR, EAGAIN
+from libc.errno cimport errno, EINTR
 from libc.stdlib cimport malloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
+from .oserrors cimport os_error, would_block
 
 
 cdef extern from "Python.h":
@@ -84,10 +85,6 @@ cdef extern from "netinet/in.h" nogil:
     unsigned short htons(unsigned short)
     unsigned int ntohl(unsigned int)
     unsigned int htonl(unsigned int)
-
-
-cdef extern from "errno.h" nogil:
-    int EWOULDBLOCK
 
 
 cdef extern from "arpa/inet.h" nogil:
@@ -141,13 +138,6 @@ cdef object _warn = warnings.warn
 cdef Py_ssize_t _LOG_THRESHOLD = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef str _DATAGRAM_RECEIVED = 'datagram_received'
 cdef tuple _BYTES_LIKE = (bytes, bytearray, memoryview)
-
-
-cdef inline OSError _os_error(int err):
-    # The socket module raises OSError(errno, strerror), which OSError's
-    # constructor turns into the matching subclass (ConnectionRefusedError...).
-    from os import strerror
-    return OSError(err, strerror(err))
 
 
 cdef inline long long _small_int(object o):
@@ -436,9 +426,9 @@ cdef class DatagramTransport(DatagramTransportBase):
                     # The socket module runs signal handlers, then retries.
                     PyErr_CheckSignals()
                     continue
-                if err == EAGAIN or err == EWOULDBLOCK:
+                if would_block(err):
                     return
-                self._protocol.error_received(_os_error(err))
+                self._protocol.error_received(os_error(err))
                 return
             try:
                 data = PyBytes_FromStringAndSize(_recv_buffer, n)
@@ -678,9 +668,9 @@ cdef class DatagramTransport(DatagramTransportBase):
             if err == EINTR:
                 PyErr_CheckSignals()
                 continue
-            if err == EAGAIN or err == EWOULDBLOCK:
+            if would_block(err):
                 return 0
-            raise _os_error(err)
+            raise os_error(err)
 
     cdef const addr_entry *_dest_for(self, object addr) except? NULL:
         """The sockaddr for a destination, or NULL to let the socket module

@@ -33,6 +33,7 @@ from libc.stdlib cimport calloc, realloc, free
 from libc.string cimport memset
 
 from .includes cimport *
+from .oserrors cimport os_error
 from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
                        handle_enqueued, handle_dequeued,
                        forget_context_snapshot)
@@ -71,7 +72,6 @@ cdef object _format_handle = _aio_base_events._format_handle
 cdef object _logger = logging.getLogger('asyncio')
 cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks
 cdef object _set_asyncgen_hooks = sys.set_asyncgen_hooks
-cdef object _strerror = os.strerror
 cdef bint _TASK_TAKES_CONTEXT = sys.version_info >= (3, 11)
 
 
@@ -81,7 +81,7 @@ def poller_backend_name():
 
 
 cdef inline _raise_errno(int neg_errno):
-    raise OSError(-neg_errno, _strerror(-neg_errno))
+    raise os_error(-neg_errno)
 
 
 cdef inline int _check_open(LoopCore loop) except -1:

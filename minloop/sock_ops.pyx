@@ -36,7 +36,6 @@ Where it is fast, and why that keeps asyncio's semantics:
   or the operation would wait forever.  That is _SockWait._wait_again().
 """
 
-import os
 import socket as _socket
 
 from asyncio import base_events as _aio_base
@@ -48,15 +47,12 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
-from libc.errno cimport errno, EINTR, EAGAIN
+from libc.errno cimport errno, EINTR
 
 from .handles cimport Handle
 from .includes cimport POLLER_READ, POLLER_WRITE
 from .loop cimport LoopCore
-
-
-cdef extern from "errno.h":
-    int EWOULDBLOCK    # equal to EAGAIN on Linux, not everywhere
+from .oserrors cimport os_error, would_block
 
 
 cdef extern from "sys/socket.h" nogil:
@@ -72,7 +68,6 @@ cdef extern from "Python.h":
 
 cdef object _socket_type = _socket.socket
 cdef object _memoryview = memoryview
-cdef object _strerror = os.strerror
 cdef object _check_ssl_socket = _aio_base._check_ssl_socket
 cdef bint _HAS_IPv6 = _aio_base._HAS_IPv6
 cdef int _AF_INET = _socket.AF_INET
@@ -120,13 +115,8 @@ cdef Py_ssize_t _size_arg(object n) except -2:
 
 
 cdef int _raise_errno(int err) except -1:
-    # What PyErr_SetFromErrno raises, as the socket's methods do:
-    # OSError(errno, strerror), which picks the subclass for errno.
-    raise OSError(err, _strerror(err))
-
-
-cdef inline bint _would_block(int err) noexcept:
-    return err == EAGAIN or err == EWOULDBLOCK
+    # What the socket's methods raise for err.
+    raise os_error(err)
 
 
 cdef object _recv_bytes(int fd, Py_ssize_t n):
@@ -148,7 +138,7 @@ cdef object _recv_bytes(int fd, Py_ssize_t n):
                 raise
             continue
         Py_DECREF(<object>raw)     # may change errno: use err from here
-        if _would_block(err):
+        if would_block(err):
             return _AGAIN
         _raise_errno(err)
     if got != n:
@@ -168,7 +158,7 @@ cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:
         if errno == EINTR:
             PyErr_CheckSignals()
             continue
-        if _would_block(errno):
+        if would_block(errno):
             return -1
         _raise_errno(errno)
 
@@ -183,7 +173,7 @@ cdef Py_ssize_t _send(int fd, const char *buf, Py_ssize_t n) except -2:
         if errno == EINTR:
             PyErr_CheckSignals()
             continue
-        if _would_block(errno):
+        if would_block(errno):
             return -1
         _raise_errno(errno)
 

@@ -18,7 +18,6 @@ What differs is only how the work is done:
 import contextvars
 import socket as _socket
 import sys
-from os import strerror as _strerror
 import warnings
 
 from asyncio import base_events as _aio_base_events
@@ -31,16 +30,14 @@ from asyncio.log import logger as _logger
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
-from libc.errno cimport errno, EAGAIN, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
-
-cdef extern from "errno.h":
-    enum: EWOULDBLOCK
+from libc.errno cimport errno, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg)
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
+from .oserrors cimport os_error, would_block
 from .transport_bases cimport StreamTransportBase
 
 
@@ -66,16 +63,10 @@ cdef enum:
 cdef char _read_buffer[READ_SIZE]
 
 
-cdef inline object _os_error(int err):
-    # OSError(errno, msg) picks the subclass (ConnectionResetError, ...).
-    return OSError(err, _strerror(err))
-
-
 cdef inline bint _would_block(int err) noexcept:
-    # (EWOULDBLOCK equals EAGAIN on Linux: compared apart, not in a switch.)
-    if err == EAGAIN or err == EINTR:
-        return True
-    return err == EWOULDBLOCK
+    # asyncio's transports treat InterruptedError as BlockingIOError: the
+    # level-triggered poller calls again.
+    return would_block(err) or err == EINTR
 
 
 @cython.final
@@ -254,7 +245,7 @@ cdef class SocketTransport(StreamTransportBase):
         cdef ssize_t n = recv(self._sock_fd, _read_buffer, READ_SIZE, 0)
         if n < 0:
             if not _would_block(errno):
-                self._fatal_error(_os_error(errno),
+                self._fatal_error(os_error(errno),
                                   'Fatal read error on socket transport')
             return
         if n == 0:
@@ -299,7 +290,7 @@ cdef class SocketTransport(StreamTransportBase):
             PyBuffer_Release(&view)
             if n < 0:
                 if not _would_block(err):
-                    self._fatal_error(_os_error(err),
+                    self._fatal_error(os_error(err),
                                       'Fatal read error on socket transport')
                 return
         if n < 0:
@@ -431,7 +422,7 @@ cdef class SocketTransport(StreamTransportBase):
             return n
         if _would_block(err):
             return 0
-        self._fatal_error(_os_error(err), 'Fatal write error on socket transport')
+        self._fatal_error(os_error(err), 'Fatal write error on socket transport')
         return -1
 
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
@@ -492,7 +483,7 @@ cdef class SocketTransport(StreamTransportBase):
                 return 0
             self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
             self._clear_buffer()
-            exc = _os_error(err)
+            exc = os_error(err)
             self._fatal_error(exc, 'Fatal write error on socket transport')
             if self._empty_waiter is not None:
                 self._empty_waiter.set_exception(exc)

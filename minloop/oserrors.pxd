@@ -1,0 +1,25 @@
+# errno -> Python, as the socket module reports it; shared by the modules
+# that make socket calls directly (stream, datagram, sock_ops, loop).
+
+from libc.errno cimport EAGAIN
+from libc.string cimport strerror
+
+
+cdef extern from "errno.h":
+    int EWOULDBLOCK    # equal to EAGAIN on Linux, not everywhere
+
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeLocale(const char *s, const char *errors)
+
+
+cdef inline bint would_block(int err) noexcept:
+    """The call found nothing to do now (BlockingIOError)."""
+    return err == EAGAIN or err == EWOULDBLOCK
+
+
+cdef inline object os_error(int err):
+    """What PyErr_SetFromErrno raises: OSError(errno, strerror), which
+    OSError's constructor turns into the subclass for errno
+    (ConnectionResetError, ...); the message is os.strerror(err)'s."""
+    return OSError(err, PyUnicode_DecodeLocale(strerror(err), "surrogateescape"))
