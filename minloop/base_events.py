@@ -22,6 +22,7 @@ from asyncio import sslproto as _aio_sslproto
 from asyncio import unix_events as _aio_unix
 
 from . import sock_ops as _sock_ops
+from .sendfile_fallback import sendfile_fallback as _sendfile_fallback
 from . import stream as _stream
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
@@ -35,7 +36,7 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
     'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'sendfile', 'sock_sendfile', 'connect_read_pipe',
+        'connect_read_pipe',
         'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
     ),
 }
@@ -248,6 +249,16 @@ for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
     setattr(Loop, _name, getattr(_BaseSelectorEventLoop, _name))
 for _name in ('create_unix_connection', 'create_unix_server'):
     setattr(Loop, _name, getattr(_UnixSelectorEventLoop, _name))
+
+# sendfile: asyncio's sock_sendfile() and sendfile() (argument checks, the
+# choice of path, the read-and-send fallbacks) over compiled native hooks
+# (sock_ops.pyx); the transport fallback is sendfile_fallback.py's.
+for _name in ('sock_sendfile', '_sock_sendfile_fallback',
+              '_check_sendfile_params', 'sendfile'):
+    setattr(Loop, _name, getattr(_BaseEventLoop, _name))
+Loop._sock_sendfile_native = _sock_ops._sock_sendfile_native
+Loop._sendfile_native = _sock_ops._sendfile_native
+Loop._sendfile_fallback = _sendfile_fallback
 
 for _feature, _names in _NOT_BUILT.items():
     for _name in _names:

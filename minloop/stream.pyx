@@ -94,7 +94,11 @@ cdef class SocketTransport(StreamTransportBase):
         readonly bint _protocol_paused
         readonly Py_ssize_t _high_water
         readonly Py_ssize_t _low_water
-        object _empty_waiter      # sendfile's wait for an empty buffer
+        # Set while loop.sendfile() uses the socket: first its wait for an
+        # empty buffer, then (sock_ops._sendfile_native) the send's own
+        # future, which closing the transport fails.  write() raises while
+        # it is set.
+        public object _empty_waiter
         object __weakref__        # for loop._transports
 
     max_size = READ_SIZE
@@ -485,7 +489,7 @@ cdef class SocketTransport(StreamTransportBase):
             self._clear_buffer()
             exc = os_error(err)
             self._fatal_error(exc, 'Fatal write error on socket transport')
-            if self._empty_waiter is not None:
+            if self._empty_waiter is not None and not self._empty_waiter.done():
                 self._empty_waiter.set_exception(exc)
             return -1
         # Drop what went out: whole chunks, then part of the next one.
@@ -597,7 +601,8 @@ cdef class SocketTransport(StreamTransportBase):
             self._protocol = None
             self._loop = None
             self._detach_server()
-        if self._empty_waiter is not None:
+        # Unless it has just ended (asyncio would raise InvalidStateError).
+        if self._empty_waiter is not None and not self._empty_waiter.done():
             self._empty_waiter.set_exception(
                 ConnectionError("Connection is closed by peer"))
 

@@ -68,6 +68,17 @@ XFAIL = {
         NotRun(pipes("connect_read_pipe")),
 
     # --- asyncio internals ----------------------------------------------------
+    # They call asyncio's per-chunk callback with hand-made arguments and
+    # read the registration from loop._selector.
+    **_each(private("_sock_sendfile_native_impl, _selector"),
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_cancel[12]",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_blocking_error",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_os_error_*_call",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_exception"),
+    # Patches asyncio.unix_events.os to hide os.sendfile (minloop calls
+    # sendfile(2) from C).
+    "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_not_available":
+        private("asyncio.unix_events.os"),
     # Counts calls of loop._run_once (patched on the instance) and names
     # loop._clock_resolution and loop._selector in its assertion message.
     "test_events::EventLoopTests::test_timeout_rounding":
