@@ -448,8 +448,10 @@ cdef class _SendfileWait(_SockWait):
     cdef object _step(self):
         """Send chunks until all went, the file ended, or the socket is full."""
         cdef int64_t blocksize
+        cdef int64_t offset
         cdef ssize_t n
         cdef int fd
+        cdef int fileno = self.fileno
         while True:
             if self.count:
                 blocksize = self.count - self.total_sent
@@ -462,7 +464,11 @@ cdef class _SendfileWait(_SockWait):
             if blocksize > _MAX_CHUNK:
                 blocksize = _MAX_CHUNK
             fd = self.sock.fileno()
-            n = sendfile_chunk(fd, self.fileno, self.offset, <size_t>blocksize)
+            offset = self.offset
+            # Without the GIL, as os.sendfile(): reading the file may wait
+            # for the disk.
+            with nogil:
+                n = sendfile_chunk(fd, fileno, offset, <size_t>blocksize)
             if n < 0:
                 if -n == EINTR:
                     self._check_signals()

@@ -52,6 +52,9 @@ cdef object _SHUT_WR = _socket.SHUT_WR
 
 # 3.13 made Server track its transports: _attach(transport)/_detach(transport).
 cdef bint _SERVER_TRACKS_TRANSPORTS = sys.version_info >= (3, 13)
+# Before 3.12 asyncio's writelines() is WriteTransport's, which calls
+# write(): its errors name write().
+cdef str _WRITELINES = 'writelines' if sys.version_info >= (3, 12) else 'write'
 # 3.11 added ssl_shutdown_timeout to the TLS accept path.
 cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = sys.version_info >= (3, 11)
 
@@ -370,9 +373,9 @@ cdef class SocketTransport(StreamTransportBase):
 
     def writelines(self, list_of_data):
         if self._eof:
-            raise RuntimeError('Cannot call writelines() after write_eof()')
+            raise RuntimeError(f'Cannot call {_WRITELINES}() after write_eof()')
         if self._empty_waiter is not None:
-            raise RuntimeError('unable to writelines; sendfile is in progress')
+            raise RuntimeError(f'unable to {_WRITELINES}; sendfile is in progress')
         chunks = list(list_of_data)
         for data in chunks:
             if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
