@@ -422,9 +422,14 @@ def test_sendfile_not_a_regular_file(loop, pair):
     assert source.tell() == 50010
 
 
-def test_sendfile_fallback_with_small_write_buffer(loop, small_pair, data):
+def test_sendfile_fallback_with_small_write_buffer(loop, loop_kind, small_pair, data):
     """The fallback waits for the transport's buffer (pause_writing) and
     restores the protocol and its paused state afterwards."""
+    if loop_kind == "asyncio" and PY312:
+        # Not strict: it depends on how much the socket takes at once.
+        pytest.xfail("asyncio bug: since 3.12 (zero-copy write, GH-91166) its "
+                     "transport queues a view of the bytearray that the fallback "
+                     "reads the next chunk into, so queued bytes are overwritten")
     sender, peer = small_pair
     source = io.BytesIO(data[:1024 * 1024])
 
