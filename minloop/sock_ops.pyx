@@ -534,10 +534,11 @@ async def _finish_sendfile(_SendfileWait w, fut):
     """Wait until the sendfile that filled its socket ends."""
     try:
         return await fut
-    except BaseException:
+    except Exception:
         # Failed from outside (its transport closed, its fd could not be
-        # watched again): settle the position as for any error.
-        if not w.concluded and not fut.cancelled():
+        # watched again): settle the position as for any error.  Not when
+        # cancelled (asyncio leaves it) or closed unfinished.
+        if not w.concluded:
             w._end()
         raise
     finally:

@@ -288,6 +288,17 @@ def test_sock_sendfile_cancelled(loop, small_pair, datafile, data):
     assert received[:-5] == data[:len(received) - 5]
 
 
+def test_sock_sendfile_closed_unfinished(loop, small_pair, datafile):
+    """A sendfile coroutine closed while it waits (as when its task is
+    garbage-collected) leaves the file's position alone, as asyncio's."""
+    sender, peer = small_pair
+    coro = loop.sock_sendfile(sender, datafile)
+    waiting_for = coro.send(None)
+    assert asyncio.isfuture(waiting_for)
+    coro.close()
+    assert datafile.tell() == 0
+
+
 @pytest.mark.parametrize("args, exc, match", [
     ((0, "count"), TypeError, "count must be a positive integer"),
     ((0, 0), ValueError, "count must be a positive integer"),
