@@ -83,7 +83,6 @@ cdef int _AF_INET6 = getattr(_socket, 'AF_INET6', -1)
 cdef int _SOL_SOCKET = _socket.SOL_SOCKET
 cdef int _SO_ERROR = _socket.SO_ERROR
 cdef object _SendfileNotAvailableError = _aio_exceptions.SendfileNotAvailableError
-cdef object _CancelledError = _aio_exceptions.CancelledError
 cdef object _UnsupportedOperation = _io.UnsupportedOperation
 # 3.13 caps a sendfile() chunk so that it fits a 32-bit ssize_t too; where
 # ssize_t has 64 bits the cap changes nothing, so every version gets it.
