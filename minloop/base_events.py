@@ -34,9 +34,8 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'sendfile', 'sock_sendfile', 'connect_read_pipe',
-        'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
+    'TLS, sendfile and subprocesses (issue 4)': (
+        'sendfile', 'sock_sendfile', 'subprocess_exec', 'subprocess_shell',
     ),
 }
 
@@ -275,3 +274,25 @@ def _make_datagram_transport(self, sock, protocol, address=None,
 
 Loop._make_datagram_transport = _make_datagram_transport
 Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
+
+
+# --- pipes (pipes.pyx) --------------------------------------------------------
+# connect_read_pipe/connect_write_pipe are asyncio's own coroutines; they,
+# and the subprocess transports, make the compiled pipe transports through
+# asyncio's two hooks below.
+from .pipes import ReadPipeTransport as _ReadPipeTransport  # noqa: E402
+from .pipes import WritePipeTransport as _WritePipeTransport  # noqa: E402
+
+
+def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return _ReadPipeTransport(self, pipe, protocol, waiter, extra)
+
+
+def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return _WritePipeTransport(self, pipe, protocol, waiter, extra)
+
+
+Loop._make_read_pipe_transport = _make_read_pipe_transport
+Loop._make_write_pipe_transport = _make_write_pipe_transport
+Loop.connect_read_pipe = _BaseEventLoop.connect_read_pipe
+Loop.connect_write_pipe = _BaseEventLoop.connect_write_pipe
