@@ -16,6 +16,8 @@ the work is done:
 
 Where asyncio would fail on a transport used after its connection_lost()
 was scheduled (abort() after close(), a second abort()), these do nothing.
+And data that resume_writing() writes just before it calls close() is
+written before the pipe closes (asyncio closes the pipe with it queued).
 """
 
 import os
@@ -511,8 +513,10 @@ cdef class WritePipeTransport(WriteTransportBase):
         self._core._remove_fd_handle(self._fileno, POLLER_WRITE)
         # asyncio resumes the protocol only once everything is written,
         # whatever the low-water mark.
-        self._maybe_resume_protocol()   # may write more
-        if self._closing:
+        self._maybe_resume_protocol()   # may write more, and close()
+        # What resume_writing() wrote and then closed is written first
+        # (asyncio closes the pipe at once here, dropping it).
+        if self._closing and not self._buffer_size:
             self._core._remove_fd_handle(self._fileno, POLLER_READ)
             self._lost = True
             self._call_connection_lost(None)

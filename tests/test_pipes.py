@@ -852,3 +852,28 @@ def test_closed_loop_leaves_the_pipe_alone(loop, pipe_files, minloop_only):
                 factory(rf, Reader(loop))
         gc.collect()
     assert not rf.closed and os.get_blocking(rf.fileno())
+
+
+def test_close_from_resume_writing_flushes(loop, pipe_files, minloop_only):
+    """resume_writing() that writes more and then closes: all of it reaches
+    the reader (asyncio closes the pipe with that last write queued)."""
+    rf, wf = pipe_files
+    payload = os.urandom(BIG)
+
+    class Closer(Writer):
+        def resume_writing(self):
+            super().resume_writing()
+            self.transport.write(payload)
+            self.transport.close()
+
+    async def main():
+        rt, reader = await loop.connect_read_pipe(lambda: Reader(loop), rf)
+        wt, writer = await loop.connect_write_pipe(lambda: Closer(loop), wf)
+        wt.write(payload)
+        assert writer.events == ["made", "pause"]
+        assert await writer.lost is None
+        await reader.lost
+        assert len(reader.data) == 2 * BIG
+        assert bytes(reader.data) == payload * 2
+
+    loop.run_until_complete(main())
