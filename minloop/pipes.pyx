@@ -125,6 +125,11 @@ cdef class ReadPipeTransport(ReadTransportBase):
 
     max_size = READ_SIZE
 
+    def __cinit__(self, loop, *args, **kwargs):
+        # Every method relies on _core: no instance without a loop.
+        self._core = <LoopCore?>loop
+        self._fileno = -1
+
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         if extra is None:
             extra = {}
@@ -282,6 +287,12 @@ cdef class ReadPipeTransport(ReadTransportBase):
 cdef class WritePipeTransport(WriteTransportBase):
     """The write end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixWritePipeTransport."""
+
+    def __cinit__(self, loop, *args, **kwargs):
+        # Every method relies on _core and _buffer: no instance without them.
+        self._core = <LoopCore?>loop
+        self._buffer = []
+        self._fileno = -1
 
     def __init__(self, loop, pipe, protocol, waiter=None, extra=None):
         if extra is None:

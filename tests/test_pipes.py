@@ -877,3 +877,27 @@ def test_close_from_resume_writing_flushes(loop, pipe_files, minloop_only):
         assert bytes(reader.data) == payload * 2
 
     loop.run_until_complete(main())
+
+
+def test_transport_cannot_exist_without_a_loop(minloop_module):
+    """An instance made without __init__ still has its loop (no crash)."""
+    from minloop import pipes
+    loop = minloop_module.new_event_loop()
+    try:
+        for cls in (pipes.ReadPipeTransport, pipes.WritePipeTransport):
+            with pytest.raises(TypeError):
+                cls.__new__(cls)
+            with pytest.raises(TypeError):
+                cls.__new__(cls, object())
+            transport = cls.__new__(cls, loop)
+            assert "closed" in repr(transport)
+            for name in ("pause_reading", "resume_reading", "close", "abort",
+                         "write_eof", "get_write_buffer_size"):
+                method = getattr(transport, name, None)
+                if method is not None:
+                    try:
+                        method()
+                    except (ValueError, AssertionError):
+                        pass
+    finally:
+        loop.close()
