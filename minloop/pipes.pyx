@@ -402,8 +402,13 @@ cdef class WritePipeTransport(WriteTransportBase):
                 return
             if not self._queue(data, written):
                 return   # all of it went out
-            self._core._add_fd_handle(self._fileno, POLLER_WRITE,
-                                      self._write_ready, ())
+            try:
+                self._core._add_fd_handle(self._fileno, POLLER_WRITE,
+                                          self._write_ready, ())
+            except BaseException:
+                # A closed loop: asyncio fails before it queues anything.
+                self._clear_buffer()
+                raise
         else:
             self._queue(data, 0)
         self._maybe_pause_protocol()

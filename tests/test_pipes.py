@@ -901,3 +901,19 @@ def test_transport_cannot_exist_without_a_loop(minloop_module):
                         pass
     finally:
         loop.close()
+
+
+def test_write_on_closed_loop(loop, pipe_files):
+    """A write that cannot go out at once needs the loop: on a closed one it
+    raises, and nothing stays queued."""
+    rf, wf = pipe_files
+    transport, proto = loop.run_until_complete(
+        loop.connect_write_pipe(lambda: Writer(loop), wf))
+    loop.close()
+    transport.write(b"fits")   # written at once: the loop is not needed
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        transport.write(b"x" * BIG)
+    assert transport.get_write_buffer_size() == 0
+    assert proto.events == ["made"]
+    transport._pipe = None   # as CPython's test_unclosed_pipe_transport does
+    wf.close()
