@@ -379,6 +379,27 @@ def test_garbage_instead_of_client_hello(loop, garbage, debug):
         assert reported == []
 
 
+def test_certificate_verification_failure(loop):
+    """A certificate for another name: the client's create_connection raises
+    SSLCertVerificationError, both ends close, the server serves on."""
+    async def main():
+        server = await _start_echo_server()
+        async with server:
+            port = _port(server)
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await asyncio.open_connection(
+                    HOST, port, ssl=client_context(), server_hostname="not-this-host")
+            reader, writer = await asyncio.open_connection(
+                HOST, port, ssl=client_context(), server_hostname=HOSTNAME)
+            writer.write(b"fine")
+            assert await reader.readexactly(4) == b"fine"
+            writer.close()
+            await writer.wait_closed()
+
+    # Both handshake errors are OSErrors: nothing is reported.
+    run(loop, main())
+
+
 # ---------------------------------------------------------------------------
 # Extra info
 
@@ -428,6 +449,123 @@ def test_extra_info(loop, mutual):
             await server_seen
             writer.close()
             await writer.wait_closed()
+
+    run(loop, main())
+
+
+# ---------------------------------------------------------------------------
+# Flow control and abort
+
+
+def test_flow_control_under_tls(loop):
+    """A server that does not read: the TLS layer stops reading the socket
+    (the socket transport underneath is paused) and the writer is paused;
+    once the server reads again everything arrives intact and the writer
+    resumes."""
+    CHUNK = 256 * 1024
+    chunk_source = random.Random(4)
+    server_side = {"expected": None}
+    writer_events = []
+
+    class Server(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+            self.digest = hashlib.sha256()
+            self.size = 0
+            transport.pause_reading()
+            server_side["proto"] = self
+            server_side["connected"].set_result(None)
+
+        def data_received(self, chunk):
+            self.digest.update(chunk)
+            self.size += len(chunk)
+            if self.size == server_side["expected"]:
+                self.transport.write(self.digest.digest())
+
+    class Client(asyncio.Protocol):
+        def __init__(self):
+            self.resumed = None
+            self.answer = loop.create_future()
+
+        def pause_writing(self):
+            writer_events.append("pause")
+            self.resumed = loop.create_future()
+
+        def resume_writing(self):
+            writer_events.append("resume")
+            self.resumed.set_result(None)
+
+        def data_received(self, chunk):
+            self.answer.set_result(chunk)
+
+    async def main():
+        server_side["connected"] = loop.create_future()
+        server = await loop.create_server(Server, HOST, 0, ssl=server_context())
+        async with server:
+            transport, client = await loop.create_connection(
+                Client, HOST, _port(server), ssl=client_context(),
+                server_hostname=HOSTNAME)
+            await server_side["connected"]
+            # Write until told to stop: the kernel's buffers take what they
+            # take first (up to tcp_rmem + tcp_wmem), then the transports'.
+            sent, digest = 0, hashlib.sha256()
+            while not writer_events:
+                chunk = chunk_source.randbytes(CHUNK)
+                transport.write(chunk)
+                digest.update(chunk)
+                sent += len(chunk)
+                assert sent < 512 << 20, "never paused"
+                await asyncio.sleep(0)
+            assert writer_events == ["pause"]
+            # The TLS layer's buffer fills and it pauses the socket transport
+            # under it (a private attribute: the app transport hides it).
+            raw = server_side["proto"].transport._ssl_protocol._transport
+            while raw.is_reading():
+                await asyncio.sleep(0.01)
+            assert not client.resumed.done()
+            server_side["expected"] = sent
+            server_side["proto"].transport.resume_reading()
+            await client.resumed
+            assert await client.answer == digest.digest()
+            assert writer_events == ["pause", "resume"]
+            transport.close()
+
+    run(loop, main(), timeout=30)
+
+
+def test_abort(loop):
+    """abort() on a TLS transport drops the connection at once, without a
+    close_notify: connection_lost(None) here, a ragged EOF or a reset there."""
+    lost = []
+    server_saw = loop.create_future()
+
+    class Client(asyncio.Protocol):
+        def connection_lost(self, exc):
+            lost.append(exc)
+
+    async def handler(reader, writer):
+        try:
+            await reader.read()
+        except BaseException as exc:
+            server_saw.set_result(exc)
+        else:
+            server_saw.set_result(None)
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handler, HOST, 0, ssl=server_context())
+        async with server:
+            transport, _ = await loop.create_connection(
+                Client, HOST, _port(server), ssl=client_context(),
+                server_hostname=HOSTNAME)
+            transport.write(b"x" * 1_000_000)
+            transport.abort()
+            assert transport.is_closing()
+            exc = await server_saw
+            # No close_notify came: the server's read ends without one.
+            assert exc is None or isinstance(exc, (ConnectionError, ssl.SSLError)), exc
+            await asyncio.sleep(0)
+        assert lost == [None]
 
     run(loop, main())
 
