@@ -570,6 +570,116 @@ def test_abort(loop):
     run(loop, main())
 
 
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="Server.close_clients/abort_clients are new in 3.13")
+@pytest.mark.parametrize("how", ["close_clients", "abort_clients"])
+def test_server_drops_its_tls_clients(loop, how):
+    """Server.close_clients()/abort_clients() end live TLS connections, and
+    wait_closed() (which waits for them) returns."""
+    async def handler(reader, writer):
+        await reader.read()
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handler, HOST, 0, ssl=server_context())
+        readers = []
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection(
+                HOST, _port(server), ssl=client_context(), server_hostname=HOSTNAME)
+            writer.write(b"x")
+            readers.append((reader, writer))
+        # (A connection whose server side is still in its handshake is
+        # closed all the same: the server tracks the socket transports.)
+        server.close()
+        getattr(server, how)()
+        await server.wait_closed()
+        for reader, writer in readers:
+            try:
+                assert await reader.read() == b""
+            except (ConnectionError, ssl.SSLError):
+                pass
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, ssl.SSLError):
+                pass
+
+    run(loop, main())
+
+
+# ---------------------------------------------------------------------------
+# Errors in the application's protocol
+
+
+class Boom(Exception):
+    pass
+
+
+def test_data_received_raises(loop):
+    """An exception from the application's data_received under TLS: reported
+    once, the connection is dropped, connection_lost() gets the exception."""
+    lost = loop.create_future()
+
+    class Server(asyncio.Protocol):
+        def data_received(self, data):
+            raise Boom(data)
+
+        def connection_lost(self, exc):
+            lost.set_result(exc)
+
+    async def main():
+        server = await loop.create_server(Server, HOST, 0, ssl=server_context())
+        async with server:
+            reader, writer = await asyncio.open_connection(
+                HOST, _port(server), ssl=client_context(), server_hostname=HOSTNAME)
+            writer.write(b"boom")
+            exc = await lost
+            assert isinstance(exc, Boom) and exc.args == (b"boom",)
+            # The client sees the connection end (no close_notify came).
+            try:
+                assert await reader.read() == b""
+            except (ConnectionError, ssl.SSLError):
+                pass
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, ssl.SSLError):
+                pass
+
+    reported = []
+    run(loop, main(), reported=reported)
+    assert len(reported) == 1, reported
+    # The message is the TLS layer's: 3.11 rewrote it.
+    assert reported[0]["message"] in ("Fatal error on SSL protocol",
+                                      "application protocol failed to receive SSL data")
+    assert isinstance(reported[0]["exception"], Boom)
+
+
+def test_connection_made_raises(loop):
+    """connection_made() raising once the client's handshake completes:
+    the socket transport reports it as the failure of the call that fed
+    the handshake, and create_connection() raises the exception."""
+    class Client(asyncio.Protocol):
+        def connection_made(self, transport):
+            raise Boom("connection_made")
+
+    async def main():
+        server = await _start_echo_server()
+        async with server:
+            with pytest.raises(Boom):
+                await loop.create_connection(
+                    Client, HOST, _port(server), ssl=client_context(),
+                    server_hostname=HOSTNAME)
+
+    reported = []
+    run(loop, main(), reported=reported)
+    assert len(reported) == 1, reported
+    # buffer_updated from 3.11 on (SSLProtocol became a BufferedProtocol).
+    assert reported[0]["message"] in ("Fatal error: protocol.buffer_updated() call failed.",
+                                      "Fatal error: protocol.data_received() call failed.")
+    assert isinstance(reported[0]["exception"], Boom)
+    assert isinstance(reported[0]["transport"], asyncio.Transport)
+
+
 # ---------------------------------------------------------------------------
 # Shutdown
 
