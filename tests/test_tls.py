@@ -109,6 +109,8 @@ class BlockingTLSPeer:
     def __init__(self, mode):
         self.mode = mode
         self.listener = socket.create_server((HOST, 0))
+        # A test that fails early must not leave the thread blocked for good.
+        self.listener.settimeout(RUN_TIMEOUT)
         self.port = self.listener.getsockname()[1]
         self.ctx = server_context()
         self.stopped = threading.Event()
@@ -121,6 +123,7 @@ class BlockingTLSPeer:
     def _serve(self):
         try:
             conn, _ = self.listener.accept()
+            conn.settimeout(RUN_TIMEOUT)
             with self.ctx.wrap_socket(conn, server_side=True,
                                       suppress_ragged_eofs=False) as tls:
                 if self.mode == "hold":
