@@ -403,9 +403,11 @@ class SubprocessTransport(asyncio.SubprocessTransport):
         if self._proc.returncode is None:
             self._proc.returncode = returncode
         self._call(self._protocol.process_exited)
+        self._try_finish()
+        # After _try_finish, as 3.10 does: with no pipe left open,
+        # connection_lost is queued before the waiters wake.
         if _WAKE_WAITERS_AT_EXIT:
             self._wake_exit_waiters()
-        self._try_finish()
 
     def _try_finish(self):
         if self._finished or self._returncode is None:
