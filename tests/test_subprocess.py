@@ -611,3 +611,37 @@ def test_status_reaped_through_popen_is_kept(loop, minloop_only):
         return returncode
 
     assert run(loop, main()) == 5
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+@pytest.mark.parametrize('errno_name, pidfd_kept', [
+    ('EMFILE', True),    # this child only: later children get pidfds again
+    ('ENOSYS', False),   # the kernel has none: never tried again
+    ('EPERM', False),    # refused by a seccomp filter: never tried again
+])
+def test_pidfd_open_failure_falls_back_to_a_thread(
+        loop, minloop_only, monkeypatch, errno_name, pidfd_kept):
+    import errno
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', True)
+    real_pidfd_open = os.pidfd_open
+    calls = []
+
+    def failing_once(pid, *args):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise OSError(getattr(errno, errno_name), 'refused')
+        return real_pidfd_open(pid, *args)
+
+    monkeypatch.setattr(os, 'pidfd_open', failing_once)
+
+    async def main():
+        codes = []
+        for code in (3, 4):
+            proc = await asyncio.create_subprocess_exec('sh', '-c', f'exit {code}')
+            codes.append(await proc.wait())
+        return codes
+
+    assert run(loop, main()) == [3, 4]
+    assert ml_subprocess._PidfdSupport.usable is pidfd_kept
+    assert len(calls) == (2 if pidfd_kept else 1)
