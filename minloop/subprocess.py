@@ -38,9 +38,9 @@ import warnings
 
 from asyncio.log import logger
 
-# bpo-23140 / gh-88050: 3.11 moved the wake-up of _wait()'s futures from
-# the exit to connection_lost, so that wait() returns after every pipe is
-# drained.
+# 3.11 moved the wake-up of _wait()'s futures from the exit to
+# connection_lost, so that a wait() begun before the exit returns after every
+# pipe is drained (base_subprocess.py, 3.10 vs 3.11).
 _WAKE_WAITERS_AT_EXIT = sys.version_info < (3, 11)
 
 # 3.13 ignores PermissionError (a setuid child) as well when close() kills.
@@ -120,7 +120,7 @@ class _ExitWatch:
             return
         self.close()
         # One loop iteration later, as asyncio's watchers report an exit:
-        # output that arrived with the exit is handled first.
+        # output read in the same wake-up reaches the protocol first.
         self._loop.call_soon(self._on_exit, returncode)
 
     def _wait_in_thread(self):
@@ -135,8 +135,9 @@ class _ExitWatch:
     def __del__(self):
         # Only reached with the pidfd open if the loop was dropped with the
         # child still running: the fd must not outlive us.
-        if self._pidfd is not None:
-            os.close(self._pidfd)
+        pidfd = getattr(self, '_pidfd', None)   # unset if __init__ failed
+        if pidfd is not None:
+            os.close(pidfd)
 
     def close(self):
         """Stop watching (the exit was seen, or the loop is gone)."""
