@@ -35,7 +35,7 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'TLS, sendfile, pipes and subprocesses (issue 4)': (
+    'sendfile (issue 4)': (
         'sendfile', 'sock_sendfile',
     ),
 }
