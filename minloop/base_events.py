@@ -23,6 +23,7 @@ from asyncio import unix_events as _aio_unix
 
 from . import sock_ops as _sock_ops
 from . import stream as _stream
+from . import subprocess as _subprocess
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
 
@@ -34,8 +35,8 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'sendfile and subprocesses (issue 4)': (
-        'sendfile', 'sock_sendfile', 'subprocess_exec', 'subprocess_shell',
+    'sendfile (issue 4)': (
+        'sendfile', 'sock_sendfile',
     ),
 }
 
@@ -254,6 +255,17 @@ for _feature, _names in _NOT_BUILT.items():
 del _feature, _names, _name
 
 
+# --- subprocesses (subprocess.py) ---------------------------------------------
+# subprocess_exec/subprocess_shell are asyncio's own coroutines (argument
+# checks and their ValueErrors, debug logging); they end in
+# _make_subprocess_transport, which starts the child on our transport: a pidfd
+# (or a thread) sees its exit, no child watcher is involved.
+Loop.subprocess_exec = _BaseEventLoop.subprocess_exec
+Loop.subprocess_shell = _BaseEventLoop.subprocess_shell
+Loop._log_subprocess = _BaseEventLoop._log_subprocess
+Loop._make_subprocess_transport = _subprocess.make_subprocess_transport
+
+
 def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()
@@ -284,12 +296,27 @@ from .pipes import ReadPipeTransport as _ReadPipeTransport  # noqa: E402
 from .pipes import WritePipeTransport as _WritePipeTransport  # noqa: E402
 
 
+class ReadPipeTransport(_ReadPipeTransport):
+    """The compiled read pipe transport, taking instance attributes.
+
+    asyncio's transports are Python objects: code may set attributes on
+    them (CPython's test_pause_reading replaces pause_reading on the
+    subprocess's stdout transport with a mock).  A Python subclass gives
+    ours an instance __dict__, which a compiled type with a heap base
+    cannot have; pipes are not on a per-message path.
+    """
+
+
+class WritePipeTransport(_WritePipeTransport):
+    """The compiled write pipe transport, taking instance attributes."""
+
+
 def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
-    return _ReadPipeTransport(self, pipe, protocol, waiter, extra)
+    return ReadPipeTransport(self, pipe, protocol, waiter, extra)
 
 
 def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
-    return _WritePipeTransport(self, pipe, protocol, waiter, extra)
+    return WritePipeTransport(self, pipe, protocol, waiter, extra)
 
 
 Loop._make_read_pipe_transport = _make_read_pipe_transport

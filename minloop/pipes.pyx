@@ -118,7 +118,6 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
     return '<{}>'.format(' '.join(info))
 
 
-@cython.final
 cdef class ReadPipeTransport(ReadTransportBase):
     """The read end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixReadPipeTransport."""
@@ -283,7 +282,6 @@ cdef class ReadPipeTransport(ReadTransportBase):
             self._loop = None
 
 
-@cython.final
 cdef class WritePipeTransport(WriteTransportBase):
     """The write end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixWritePipeTransport."""

@@ -45,15 +45,6 @@ def _each(reason, *keys):
 
 
 XFAIL = {
-    # --- pipes and subprocesses (issue 4) -----------------------------------
-    "test_events::SubprocessTests::*": SUBPROCESS,
-    # Not run: its connect_read_pipe works, but create_subprocess_exec then
-    # fails and leaves the pipe's transport unclosed; the gc.collect() inside
-    # the later test_unclosed_resource_warnings then sees that
-    # ResourceWarning too, so that test would fail in a full run only.
-    "test_streams::StreamTests::test_read_all_from_pipe_reader":
-        NotRun(SUBPROCESS),
-
     # --- asyncio internals ----------------------------------------------------
     # Counts calls of loop._run_once (patched on the instance) and names
     # loop._clock_resolution and loop._selector in its assertion message.
