@@ -15,8 +15,6 @@ import subprocess
 import sys
 import time
 
-from .client import cpus_busy, proc_cpu  # noqa: F401  (the one definition)
-
 # The directory holding the minloop package this code belongs to.
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
