@@ -83,7 +83,9 @@ def build_parser():
         description="Benchmark minloop against asyncio's loop, uvloop and rloop (those "
                     "installed): loop-core workloads (call_soon, timers, tasks) and "
                     "network servers (TCP echo over Protocol and streams, HTTP on "
-                    "httptools), every run in a fresh process, medians over rounds.")
+                    "httptools), every run in a fresh process, medians over rounds.",
+        epilog="Exit status: 0; 1 if minloop failed or misbehaved on a row (n/a is not "
+               "a failure), or --plot could not draw; 2 on a usage error.")
     from .bench import suite
     suite.add_arguments(bench)
     bench.set_defaults(bench_parser=bench)

@@ -166,11 +166,11 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     out.append(f"'~': rounds spread by more than {NOISY:.0%} (max-min over median); "
                "'!': some round failed or misbehaved (listed below); n/a: the loop cannot "
                "run that row.")
-    out += _load_generator_notes(results, settings)
-
     loads = sorted(s["other_load"] for e in results.values() for c in e["cells"].values()
                    for s in c["samples"] if s.get("other_load") is not None)
-    if loads and statistics.median(loads) > BUSY:
+    busy = bool(loads) and statistics.median(loads) > BUSY
+    out += _load_generator_notes(results, settings, busy)
+    if busy:
         out.append(f"WARNING: the machine was busy: other processes took a median "
                    f"{statistics.median(loads):.0%} (worst {loads[-1]:.0%}) of the two "
                    f"benchmark CPUs during the network runs; expect noise.")
@@ -203,7 +203,7 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     return "\n".join(out)
 
 
-def _load_generator_notes(results: dict, settings) -> list[str]:
+def _load_generator_notes(results: dict, settings, busy: bool = False) -> list[str]:
     net = {rid: e for rid, e in results.items() if e["row"]["group"] == "net"}
     peaks = {rid: client_peak(e) for rid, e in net.items()}
     peaks = {rid: p for rid, p in peaks.items() if p is not None}
@@ -219,7 +219,9 @@ def _load_generator_notes(results: dict, settings) -> list[str]:
     if not saturated:
         lines.append(f"client CPU at most {worst:.0%} of a core ({worst_rid} on {who}): "
                      f"below {SATURATED:.0%} on every row, so the load generator was not "
-                     f"the bottleneck.")
+                     f"the bottleneck"
+                     + (" (though other processes competed with it for its CPU: see the "
+                        "warning below)." if busy else "."))
     else:
         lines.append(
             f"'sat': the load generator used {SATURATED:.0%} or more of its core on "
