@@ -133,6 +133,22 @@ def test_bench_plot_without_matplotlib_says_how_to_get_it(tmp_path):
     assert not (tmp_path / 'ratios.png').exists()
 
 
+def test_bench_row_a_loop_cannot_run_is_na_not_a_failure(tmp_path):
+    # An httptools that cannot be imported: the HTTP servers cannot start.
+    fake = tmp_path / 'fake' / 'httptools'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('no httptools here')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / 'fake'))
+    proc = subprocess.run(
+        [sys.executable, '-m', 'minloop', 'bench', *BENCH_FAST, '--only', 'http-c16'],
+        capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith('http-c16 '))
+    assert row.split()[2:4] == ['n/a', 'n/a'], row
+    assert 'no httptools here' in proc.stdout
+    assert 'FAILED' not in proc.stdout
+
+
 def test_bench_plot_draws_the_ratios(tmp_path):
     pytest.importorskip('matplotlib')
     png = tmp_path / 'ratios.png'

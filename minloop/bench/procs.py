@@ -163,6 +163,9 @@ class ServerProcess:
         self.pid = hello["pid"]
 
     def stderr_tail(self) -> str:
+        """The last line the server wrote to stderr (kept once it stopped)."""
+        if self.stderr.closed:
+            return self._stderr_tail
         self.stderr.seek(0)
         lines = self.stderr.read().strip().splitlines()
         return lines[-1] if lines else ""
@@ -191,6 +194,8 @@ class ServerProcess:
             except ValueError:
                 pass
         self.proc.stdout.close()
+        self._stderr_tail = self.stderr_tail()
+        self.stderr.close()
 
     def problems(self) -> list[str]:
         found = [f"server reported: {e}" for e in self.exit_report.get("errors", [])]

@@ -230,6 +230,8 @@ async def start(kind: str, port: int, path: str | None, keep: list,
                                             limit=READ_SIZE)
         keep.append(server)
         return _tcp_address(server)
+    if kind == "http":
+        import httptools  # noqa: F401  (missing: this server is n/a, not a failure)
     if kind in ("protocol", "buffered", "http"):
         factory = {"protocol": EchoProtocol, "buffered": EchoBufferedProtocol,
                    "http": HttpProtocol}[kind]
