@@ -24,6 +24,7 @@ from asyncio import unix_events as _aio_unix
 from . import sock_ops as _sock_ops
 from .sendfile_fallback import sendfile_fallback as _sendfile_fallback
 from . import stream as _stream
+from . import subprocess as _subprocess
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
 
@@ -35,10 +36,7 @@ _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 # The networking surface, built in later issues.  Each raises
 # NotImplementedError naming what is missing, never a bare one.
 _NOT_BUILT = {
-    'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'connect_read_pipe',
-        'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
-    ),
+    # Everything is built: (feature, (method names)) pairs go here.
 }
 
 
@@ -263,7 +261,19 @@ Loop._sendfile_fallback = _sendfile_fallback
 for _feature, _names in _NOT_BUILT.items():
     for _name in _names:
         setattr(Loop, _name, _not_built(_name, _feature))
-del _feature, _names, _name
+    del _feature, _names
+del _name   # (the loops above all bind it)
+
+
+# --- subprocesses (subprocess.py) ---------------------------------------------
+# subprocess_exec/subprocess_shell are asyncio's own coroutines (argument
+# checks and their ValueErrors, debug logging); they end in
+# _make_subprocess_transport, which starts the child on our transport: a pidfd
+# (or a thread) sees its exit, no child watcher is involved.
+Loop.subprocess_exec = _BaseEventLoop.subprocess_exec
+Loop.subprocess_shell = _BaseEventLoop.subprocess_shell
+Loop._log_subprocess = _BaseEventLoop._log_subprocess
+Loop._make_subprocess_transport = _subprocess.make_subprocess_transport
 
 
 def new_event_loop() -> Loop:
@@ -286,3 +296,40 @@ def _make_datagram_transport(self, sock, protocol, address=None,
 
 Loop._make_datagram_transport = _make_datagram_transport
 Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
+
+
+# --- pipes (pipes.pyx) --------------------------------------------------------
+# connect_read_pipe/connect_write_pipe are asyncio's own coroutines; they,
+# and the subprocess transports, make the compiled pipe transports through
+# asyncio's two hooks below.
+from .pipes import ReadPipeTransport as _ReadPipeTransport  # noqa: E402
+from .pipes import WritePipeTransport as _WritePipeTransport  # noqa: E402
+
+
+class ReadPipeTransport(_ReadPipeTransport):
+    """The compiled read pipe transport, taking instance attributes.
+
+    asyncio's transports are Python objects: code may set attributes on
+    them (CPython's test_pause_reading replaces pause_reading on the
+    subprocess's stdout transport with a mock).  A Python subclass gives
+    ours an instance __dict__, which a compiled type with a heap base
+    cannot have; pipes are not on a per-message path.
+    """
+
+
+class WritePipeTransport(_WritePipeTransport):
+    """The compiled write pipe transport, taking instance attributes."""
+
+
+def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return ReadPipeTransport(self, pipe, protocol, waiter, extra)
+
+
+def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return WritePipeTransport(self, pipe, protocol, waiter, extra)
+
+
+Loop._make_read_pipe_transport = _make_read_pipe_transport
+Loop._make_write_pipe_transport = _make_write_pipe_transport
+Loop.connect_read_pipe = _BaseEventLoop.connect_read_pipe
+Loop.connect_write_pipe = _BaseEventLoop.connect_write_pipe

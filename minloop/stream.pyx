@@ -108,6 +108,13 @@ cdef class SocketTransport(StreamTransportBase):
     _start_tls_compatible = True
     _sendfile_compatible = _aio_constants._SendfileMode.TRY_NATIVE
 
+    def __cinit__(self, loop, *args, **kwargs):
+        # Every method relies on _core and _buffer: no instance without
+        # them (SocketTransport.__new__(SocketTransport) would crash later).
+        self._core = <LoopCore?>loop
+        self._buffer = []
+        self._sock_fd = -1
+
     def __init__(self, loop, sock, protocol, waiter=None, extra=None,
                  server=None):
         if extra is None:

@@ -33,10 +33,6 @@ def networking(what):
     return f"needs networking ({what}), issue 3"
 
 
-def pipes(what):
-    return f"needs pipes ({what}), issue 4"
-
-
 SUBPROCESS = "needs subprocess, issue 4"
 
 
@@ -49,24 +45,6 @@ def _each(reason, *keys):
 
 
 XFAIL = {
-    # --- pipes and subprocesses (issue 4) -----------------------------------
-    **_each(pipes("connect_read_pipe"),
-            "test_events::EventLoopTests::test_bidirectional_pty",
-            "test_events::EventLoopTests::test_read_pipe",
-            "test_events::EventLoopTests::test_read_pty_output",
-            "test_events::EventLoopTests::test_unclosed_pipe_transport"),
-    **_each(pipes("connect_write_pipe"),
-            "test_events::EventLoopTests::test_write_pipe",
-            "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
-            "test_events::EventLoopTests::test_write_pty"),
-    "test_events::SubprocessTests::*": SUBPROCESS,
-    # Not run: it fails at connect_read_pipe and leaves the pipe's file
-    # unclosed; the gc.collect() inside the later
-    # test_unclosed_resource_warnings then sees that ResourceWarning too, so
-    # that test would fail in a full run only.
-    "test_streams::StreamTests::test_read_all_from_pipe_reader":
-        NotRun(pipes("connect_read_pipe")),
-
     # --- asyncio internals ----------------------------------------------------
     # They call asyncio's per-chunk callback with hand-made arguments and
     # read the registration from loop._selector.
