@@ -33,23 +33,6 @@ _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
 _UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
 _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 
-# The networking surface, built in later issues.  Each raises
-# NotImplementedError naming what is missing, never a bare one.
-_NOT_BUILT = {
-    # Everything is built: (feature, (method names)) pairs go here.
-}
-
-
-def _not_built(name, feature):
-    async def method(self, *args, **kwargs):
-        raise NotImplementedError(
-            f'minloop: loop.{name}() is not implemented yet ({feature}); '
-            f'use asyncio\'s default loop for it meanwhile')
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f'Not implemented yet in minloop: {feature}.'
-    return method
-
-
 def _is_numeric_host(host):
     """True for an IP literal that getaddrinfo resolves without a lookup."""
     if host is None:
@@ -258,11 +241,7 @@ Loop._sock_sendfile_native = _sock_ops._sock_sendfile_native
 Loop._sendfile_native = _sock_ops._sendfile_native
 Loop._sendfile_fallback = _sendfile_fallback
 
-for _feature, _names in _NOT_BUILT.items():
-    for _name in _names:
-        setattr(Loop, _name, _not_built(_name, _feature))
-    del _feature, _names
-del _name   # (the loops above all bind it)
+del _name
 
 
 # --- subprocesses (subprocess.py) ---------------------------------------------
