@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import loops  # noqa: E402
+from minloop.bench import loops  # noqa: E402
 
 
 class Sink(asyncio.Protocol):

@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import loops  # noqa: E402
+from minloop.bench import loops  # noqa: E402
 
 PROGRAM = shutil.which('true') or '/bin/true'
 

@@ -63,7 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import compare  # noqa: E402  (machine_info, Progress, _si, _names)
-import loops  # noqa: E402
+from minloop.bench import loops  # noqa: E402
 
 CERTS = os.path.join(os.path.dirname(HERE), "tests", "tls_certs")
 CA_PEM = os.path.join(CERTS, "ca.pem")
