@@ -39,6 +39,7 @@ from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
+from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 
 
 cdef extern from "unistd.h" nogil:
@@ -444,51 +445,16 @@ cdef class WritePipeTransport(WriteTransportBase):
 
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
         """Queue data[offset:]; False if there is nothing left to queue."""
-        cdef Py_buffer view
-        cdef Py_ssize_t size
-        if PyBytes_Check(data):
-            size = PyBytes_GET_SIZE(data) - offset
-            if size <= 0:
-                return False
-            if self._buffer_size == 0:
-                # Keep the object, not a copy: the head records what was written.
-                self._buffer_head = offset
-                self._buffer.append(data)
-            elif offset:
-                self._buffer.append(data[offset:])
-            else:
-                self._buffer.append(data)
-        else:
-            # The caller may reuse a mutable buffer once write() returns.
-            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-            try:
-                size = view.len - offset
-                if size <= 0:
-                    return False
-                copy = PyBytes_FromStringAndSize(<char *>view.buf + offset, size)
-            finally:
-                PyBuffer_Release(&view)
-            if self._buffer_size == 0:
-                self._buffer_head = 0
-            self._buffer.append(copy)
-        self._buffer_size += size
-        return True
+        return queue_unsent(self._buffer, &self._buffer_head,
+                            &self._buffer_size, data, offset)
 
     cdef int _flush(self) except -2:
         """writev() what is queued; -1 after a fatal error, else 0."""
         cdef iovec iov[MINLOOP_IOV_MAX]
-        cdef Py_ssize_t count = len(self._buffer)
-        cdef Py_ssize_t i, n, size
+        cdef Py_ssize_t count
         cdef ssize_t written
         cdef int err
-        if count > MINLOOP_IOV_MAX:
-            count = MINLOOP_IOV_MAX
-        for i in range(count):
-            chunk = self._buffer[i]
-            iov[i].iov_base = PyBytes_AS_STRING(chunk)
-            iov[i].iov_len = <size_t>PyBytes_GET_SIZE(chunk)
-        iov[0].iov_base = <char *>iov[0].iov_base + self._buffer_head
-        iov[0].iov_len -= <size_t>self._buffer_head
+        count = fill_iovecs(self._buffer, self._buffer_head, iov)
         written = c_writev(self._fileno, iov, <int>count)
         err = errno
         if written < 0:
@@ -499,19 +465,8 @@ cdef class WritePipeTransport(WriteTransportBase):
             self._core._remove_fd_handle(self._fileno, POLLER_WRITE)
             self._fatal_error(os_error(err), 'Fatal write error on pipe transport')
             return -1
-        # Drop what went out: whole chunks, then part of the next one.
-        self._buffer_size -= written
-        n = written + self._buffer_head
-        i = 0
-        while i < count:
-            size = PyBytes_GET_SIZE(self._buffer[i])
-            if n < size:
-                break
-            n -= size
-            i += 1
-        if i:
-            del self._buffer[:i]
-        self._buffer_head = n
+        drop_sent(self._buffer, &self._buffer_head, &self._buffer_size,
+                  written, count)
         return 0
 
     cdef void _clear_buffer(self):

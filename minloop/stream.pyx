@@ -38,6 +38,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
+from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .transport_bases cimport StreamTransportBase
 
 
@@ -441,52 +442,17 @@ cdef class SocketTransport(StreamTransportBase):
 
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
         """Queue data[offset:]; False if there is nothing left to queue."""
-        cdef Py_buffer view
-        cdef Py_ssize_t size
-        if PyBytes_Check(data):
-            size = PyBytes_GET_SIZE(data) - offset
-            if size <= 0:
-                return False
-            if self._buffer_size == 0:
-                # Keep the object, not a copy: the head records what was sent.
-                self._buffer_head = offset
-                self._buffer.append(data)
-            elif offset:
-                self._buffer.append(data[offset:])
-            else:
-                self._buffer.append(data)
-        else:
-            # The caller may reuse a mutable buffer once write() returns.
-            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-            try:
-                size = view.len - offset
-                if size <= 0:
-                    return False
-                copy = PyBytes_FromStringAndSize(<char *>view.buf + offset, size)
-            finally:
-                PyBuffer_Release(&view)
-            if self._buffer_size == 0:
-                self._buffer_head = 0
-            self._buffer.append(copy)
-        self._buffer_size += size
-        return True
+        return queue_unsent(self._buffer, &self._buffer_head,
+                            &self._buffer_size, data, offset)
 
     cdef int _flush(self) except -2:
         """sendmsg() what is queued; -1 after a fatal error, else 0."""
         cdef iovec iov[MINLOOP_IOV_MAX]
         cdef msghdr msg
-        cdef Py_ssize_t count = len(self._buffer)
-        cdef Py_ssize_t i, n, size
+        cdef Py_ssize_t count
         cdef ssize_t sent
         cdef int err
-        if count > MINLOOP_IOV_MAX:
-            count = MINLOOP_IOV_MAX
-        for i in range(count):
-            chunk = self._buffer[i]
-            iov[i].iov_base = PyBytes_AS_STRING(chunk)
-            iov[i].iov_len = <size_t>PyBytes_GET_SIZE(chunk)
-        iov[0].iov_base = <char *>iov[0].iov_base + self._buffer_head
-        iov[0].iov_len -= <size_t>self._buffer_head
+        count = fill_iovecs(self._buffer, self._buffer_head, iov)
         memset(&msg, 0, sizeof(msg))
         msg.msg_iov = iov
         msg.msg_iovlen = <size_t>count
@@ -502,19 +468,8 @@ cdef class SocketTransport(StreamTransportBase):
             if self._empty_waiter is not None and not self._empty_waiter.done():
                 self._empty_waiter.set_exception(exc)
             return -1
-        # Drop what went out: whole chunks, then part of the next one.
-        self._buffer_size -= sent
-        n = sent + self._buffer_head
-        i = 0
-        while i < count:
-            size = PyBytes_GET_SIZE(self._buffer[i])
-            if n < size:
-                break
-            n -= size
-            i += 1
-        if i:
-            del self._buffer[:i]
-        self._buffer_head = n
+        drop_sent(self._buffer, &self._buffer_head, &self._buffer_size,
+                  sent, count)
         return 0
 
     cdef void _clear_buffer(self):
