@@ -8,8 +8,7 @@ fixed test has to be taken out of here.  ``NotRun(reason)`` is for a test that
 crashes or hangs the interpreter: it is not run at all (reported as xfail).
 
 A reason says why, in one of these forms:
-  "needs networking (create_connection), issue 3"
-  "needs subprocess, issue 4"
+  "needs <feature>, issue N"           -- not built yet (none today)
   "tests asyncio private internal <name>"
   "minloop bug: <what is wrong>"        -- to be fixed in the loop
 
@@ -27,13 +26,6 @@ import sys
 
 class NotRun(str):
     """A reason for a test that is not run: it crashes or hangs the interpreter."""
-
-
-def networking(what):
-    return f"needs networking ({what}), issue 3"
-
-
-SUBPROCESS = "needs subprocess, issue 4"
 
 
 def private(name):
