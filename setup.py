@@ -54,6 +54,7 @@ extensions = [
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
     Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
     Extension("minloop.datagram", ["minloop/datagram.pyx"], **transport_common),
+    Extension("minloop.pipes", ["minloop/pipes.pyx"], **transport_common),
 ]
 
 setup(

@@ -4,8 +4,11 @@
                                  [--loops asyncio,minloop,uvloop,rloop]
                                  [--workloads NAME,...] [--require LOOP,...]
 
-Every (workload, loop, round) is measured in a fresh interpreter (run_one.py),
-timing only the workload itself.  Within a round the loops run one after the
+Every (workload, loop, round) is measured in a fresh interpreter
+(minloop.bench.child), timing only the workload itself.  The workloads and the
+child are the package's (minloop/bench/), the same ones ``python -m minloop
+bench`` runs; this script is the research tool around them (any workload set,
+any reference loop, milliseconds per run).  Within a round the loops run one after the
 other, so slow drift of the machine (thermal, other tenants) is shared by all
 loops instead of falling on whichever ran last.  The table shows medians.
 
@@ -22,20 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import textwrap
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+# An in-place build of minloop (setup.py build_ext --inplace) lives in the
+# repository root, which is not on sys.path when a script in benchmarks/ runs.
+# Appended, not prepended: an installed minloop still wins over the source tree.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import loops  # noqa: E402
-import workloads  # noqa: E402
+from minloop.bench import loops, procs, report, workloads  # noqa: E402
+from minloop.bench.procs import machine_info, probe_loops  # noqa: E402,F401
+from minloop.bench.report import Progress  # noqa: E402,F401
 
-CHILD = os.path.join(HERE, "run_one.py")
 QUICK_DIVISOR = 10  # --quick runs each workload at a tenth of its size
 NOISY = 0.10  # spread (max - min) / median above which a cell is flagged
 
@@ -46,99 +48,11 @@ NOISY = 0.10  # spread (max - min) / median above which a cell is flagged
 
 
 def _child(args: list[str], timeout: float) -> dict:
-    """Run run_one.py with args; return its JSON answer or {"error": ...}."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, CHILD, *args],
-            capture_output=True, text=True, timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:g} s"}
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode == 0 and lines:
-        try:
-            return json.loads(lines[-1])
-        except ValueError:
-            pass
-    # A crash (segfault, uncaught exception): keep the end of what it said.
-    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-    return {"error": f"exit status {proc.returncode}: {tail}"}
+    """One run of minloop.bench.child: its JSON answer or {"error": ...}."""
+    return procs.run_json(procs.module_command("minloop.bench.child", *args), timeout)
 
 
-def probe_loops(names: list[str], timeout: float) -> dict[str, dict]:
-    found = {}
-    for name in names:
-        answer = _child(["--probe", name], timeout)
-        if "error" in answer:
-            answer = {"available": False, "reason": answer["error"]}
-        found[name] = answer
-    return found
-
-
-# ---------------------------------------------------------------------------
-# Reporting helpers
-# ---------------------------------------------------------------------------
-
-
-class Progress:
-    """One live status line on stderr; plain lines when stderr is not a TTY
-    (CI logs would otherwise fill with carriage returns)."""
-
-    def __init__(self, total: int):
-        self.total = total
-        self.done = 0
-        self.started = time.monotonic()
-        self.live = sys.stderr.isatty()
-        self._last_workload = None
-
-    def show(self, workload: str, round_: int, rounds: int, loop: str) -> None:
-        elapsed = time.monotonic() - self.started
-        text = (f"[{self.done + 1:>4}/{self.total}] {elapsed:6.1f}s  "
-                f"{workload:<22} round {round_}/{rounds}  {loop:<8}")
-        if self.live:
-            sys.stderr.write("\r" + text + "\x1b[K")
-            sys.stderr.flush()
-        elif workload != self._last_workload:
-            print(text, file=sys.stderr, flush=True)
-        self._last_workload = workload
-
-    def step(self) -> None:
-        self.done += 1
-
-    def finish(self) -> None:
-        if self.live:
-            sys.stderr.write("\r\x1b[K")
-        elapsed = time.monotonic() - self.started
-        print(f"{self.done} runs in {elapsed:.1f} s", file=sys.stderr, flush=True)
-
-
-def _si(value: float) -> str:
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
-def machine_info() -> dict:
-    cpu_model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    info = {
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": platform.platform(),
-        "cpu": cpu_model,
-        "cpu_count": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
-    if hasattr(os, "sched_getaffinity"):
-        info["cpus_usable"] = len(os.sched_getaffinity(0))
-    return info
+_si = report.si
 
 
 def render_table(results: dict, loop_names: list[str], ref: str) -> str:

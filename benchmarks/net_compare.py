@@ -4,8 +4,8 @@
                                      [--loops asyncio,minloop,uvloop,rloop]
                                      [--rows ROW|GROUP|PATTERN,...] [--list]
 
-Every cell runs a server (benchmarks/net/servers.py on the loop under test,
-pinned to CPU 0) against a load generator written in C (net/echo_client.c,
+Every cell runs a server (minloop.bench.servers, the package's -- the same
+servers ``python -m minloop bench`` measures -- on the loop under test, pinned to CPU 0) against a load generator written in C (net/echo_client.c,
 or wrk for the HTTP rows, pinned to CPU 1), each in a fresh process.  As in
 compare.py, the loops take turns within each round, so slow drift of the
 machine is shared, and the table shows medians over rounds.  A plain C epoll
@@ -32,9 +32,7 @@ import json
 import math
 import os
 import re
-import select
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,10 +45,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NET = os.path.join(HERE, "net")
 sys.path.insert(0, HERE)
 
-import compare  # noqa: E402  (machine_info, probe_loops, Progress)
-import loops  # noqa: E402
+import compare  # noqa: E402  (_names; its sys.path line makes minloop importable)
 
-SERVERS = os.path.join(NET, "servers.py")
+from minloop.bench import loops, procs, report  # noqa: E402
+from minloop.bench.client import cpus_busy, proc_cpu  # noqa: E402
+
 C_SOURCES = {"client": "echo_client.c", "server": "c_echo_server.c"}
 BASELINE = "c"  # the C server's column
 REF = "minloop"
@@ -71,7 +70,7 @@ KiB = 1024
 class Row:
     id: str
     group: str     # tcp, pipe, unix, udp, http
-    kind: str      # servers.py --kind
+    kind: str      # minloop.bench.servers --kind
     c_kind: str    # c_echo_server.c --kind
     mode: str      # echo_client.c --mode (http: wrk)
     conns: int
@@ -177,33 +176,6 @@ class Pinning:
             self.describe = f"server on CPU {cpus[0]}, load generator on CPU {cpus[1]}"
 
 
-def proc_cpu(pid: int) -> float | None:
-    """utime + stime of a live process in seconds (from /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpus_busy(cpus: list[int]) -> float:
-    """Seconds the given CPUs spent not idle, since boot (from /proc/stat)."""
-    names = {f"cpu{c}" for c in cpus}
-    busy = 0
-    with open("/proc/stat") as f:
-        for line in f:
-            fields = line.split()
-            if fields and fields[0] in names:
-                # user nice system idle iowait irq softirq steal ...: user,
-                # nice and system only.  Softirq time is left out because the
-                # kernel may account the benchmark's own loopback traffic there
-                # rather than to the processes (CONFIG_IRQ_TIME_ACCOUNTING).
-                busy += sum(int(x) for x in fields[1:4])
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
 def _own_cpu() -> float:
     """This process's CPU plus its reaped children's (the load generators)."""
     import resource
@@ -220,82 +192,23 @@ def _own_cpu() -> float:
 # ---------------------------------------------------------------------------
 
 
-class NotAvailable(Exception):
-    """The server cannot run this row on this loop (n/a, not a failure)."""
+NotAvailable = procs.ServerProcess.Unsupported  # n/a, not a failure
+Failed = procs.ServerProcess.Failed  # a crash, a wrong echo, a timeout
 
 
-class Failed(Exception):
-    """The measurement went wrong (a crash, a wrong echo, a timeout)."""
-
-
-def _readline(proc: subprocess.Popen, timeout: float) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
-        raise Failed(f"server said nothing within {timeout:g} s")
-    return proc.stdout.readline()
-
-
-class Server:
-    """A server process for one measurement: started, announced, stopped."""
+class Server(procs.ServerProcess):
+    """A server process for one measurement: a loop's, or the C baseline."""
 
     def __init__(self, loop_name: str, row: Row, bins: dict, pin: Pinning, workdir: str):
         path = os.path.join(workdir, f"echo-{os.getpid()}.sock")
         if loop_name == BASELINE:
             cmd = [bins["server"], "--kind", row.c_kind]
         else:
-            cmd = [sys.executable, SERVERS, "--loop", loop_name, "--kind", row.kind]
+            cmd = procs.module_command("minloop.bench.servers", "--loop", loop_name,
+                                       "--kind", row.kind)
         if row.group == "unix":
             cmd += ["--path", path]
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(pin.server + cmd, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        self.exit_report: dict = {}
-        try:
-            line = _readline(self.proc, 30.0)
-            hello = json.loads(line)
-        except ValueError:
-            self.stop()
-            raise Failed(f"server did not start: {self._stderr_tail() or line.strip()}") from None
-        except BaseException:
-            self.stop()
-            raise
-        if "unsupported" in hello:
-            self.stop()
-            raise NotAvailable(hello["unsupported"])
-        self.address = hello
-        self.pid = hello["pid"]
-
-    def _stderr_tail(self) -> str:
-        self.stderr.seek(0)
-        lines = self.stderr.read().strip().splitlines()
-        return lines[-1] if lines else ""
-
-    def stop(self) -> None:
-        """Close stdin (the polite stop), then SIGTERM, then SIGKILL."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        for sig, wait in ((None, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-            if sig is not None:
-                self.proc.send_signal(sig)
-            try:
-                self.proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        for line in self.proc.stdout.read().splitlines():
-            try:
-                self.exit_report = json.loads(line)
-            except ValueError:
-                pass
-        self.proc.stdout.close()
-
-    def problems(self) -> list[str]:
-        found = [f"server reported: {e}" for e in self.exit_report.get("errors", [])]
-        if self.proc.returncode not in (0, None):
-            found.append(f"server exit status {self.proc.returncode}: {self._stderr_tail()}")
-        return found
+        super().__init__(pin.server + cmd)
 
 
 def _run_client(cmd: list[str], timeout: float) -> dict:
@@ -461,7 +374,7 @@ def summarise(cell: dict) -> None:
 
 
 def _si(value: float) -> str:
-    return compare._si(value)
+    return report.si(value)
 
 
 def _short_reason(reason: str) -> str:
@@ -669,8 +582,8 @@ def main(argv: list[str] | None = None) -> int:
     have_wrk = shutil.which("wrk") is not None
     pin = Pinning(not args.no_pin)
 
-    machine = compare.machine_info()
-    probes = compare.probe_loops(sorted(set(loop_names) | set(required), key=loops.NAMES.index),
+    machine = procs.machine_info()
+    probes = procs.probe_loops(sorted(set(loop_names) | set(required), key=loops.NAMES.index),
                                  120.0)
     available = [n for n in loop_names if probes[n]["available"]]
     missing = [n for n in required if not probes[n]["available"]]
@@ -698,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="minloop-net-")
     results: dict = {}
     total = len(rows) * (rounds * len(available) + baseline_rounds)
-    progress = compare.Progress(total)
+    progress = report.Progress(total)
     try:
         for row in rows:
             names = available + ([BASELINE] if baseline_rounds else [])

@@ -11,12 +11,16 @@ each workload runs once at its tiny smoke size, still checked for correctness.
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import warnings
 
 import pytest
 
-import loops
-import workloads
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from minloop.bench import loops, workloads  # noqa: E402
 
 ROUNDS = 5
 BENCH_DIVISOR = 4  # a quarter of compare.py's sizes keeps the whole run to about a minute

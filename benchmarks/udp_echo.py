@@ -27,9 +27,10 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import loops  # noqa: E402
+from minloop.bench import loops  # noqa: E402
 
 
 class Echo(asyncio.DatagramProtocol):

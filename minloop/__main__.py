@@ -4,10 +4,15 @@
     python -m minloop info              version, Python, platform, poller
     python -m minloop run script.py [args...]
     python -m minloop run -m module [args...]
+    python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
 
 ``run`` executes an unmodified asyncio program with minloop as its loop:
 asyncio.run(), asyncio.Runner() and asyncio.new_event_loop() all create
 minloop loops, because minloop's event loop policy is installed first.
+
+``bench`` measures minloop side by side with asyncio's loop, uvloop and rloop
+(those installed): loop-core workloads and network servers, each run in a
+fresh process; see minloop/bench/.
 """
 
 import argparse
@@ -51,9 +56,8 @@ def cmd_run(args):
 
 
 def cmd_bench(args):
-    print("minloop bench: not built yet (issue 5). In a source checkout, "
-          "run: python benchmarks/compare.py --quick", file=sys.stderr)
-    return 2
+    from .bench import suite
+    return suite.main(args, args.bench_parser)
 
 
 def build_parser():
@@ -74,7 +78,17 @@ def build_parser():
     run.add_argument("args", nargs=argparse.REMAINDER,
                      help="the script and its arguments (or the module's)")
 
-    sub.add_parser("bench", help="the side-by-side benchmark (not built yet)")
+    bench = sub.add_parser(
+        "bench", help="minloop side by side with asyncio, uvloop and rloop",
+        description="Benchmark minloop against asyncio's loop, uvloop and rloop (those "
+                    "installed): loop-core workloads (call_soon, timers, tasks) and "
+                    "network servers (TCP echo over Protocol and streams, HTTP on "
+                    "httptools), every run in a fresh process, medians over rounds.",
+        epilog="Exit status: 0; 1 if minloop failed or misbehaved on a row (n/a is not "
+               "a failure), or --plot could not draw; 2 on a usage error.")
+    from .bench import suite
+    suite.add_arguments(bench)
+    bench.set_defaults(bench_parser=bench)
     return parser
 
 

@@ -22,7 +22,9 @@ from asyncio import sslproto as _aio_sslproto
 from asyncio import unix_events as _aio_unix
 
 from . import sock_ops as _sock_ops
+from .sendfile_fallback import sendfile_fallback as _sendfile_fallback
 from . import stream as _stream
+from . import subprocess as _subprocess
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
 
@@ -30,26 +32,6 @@ _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
 _UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
 _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
-
-# The networking surface, built in later issues.  Each raises
-# NotImplementedError naming what is missing, never a bare one.
-_NOT_BUILT = {
-    'TLS, sendfile, pipes and subprocesses (issue 4)': (
-        'sendfile', 'sock_sendfile', 'connect_read_pipe',
-        'connect_write_pipe', 'subprocess_exec', 'subprocess_shell',
-    ),
-}
-
-
-def _not_built(name, feature):
-    async def method(self, *args, **kwargs):
-        raise NotImplementedError(
-            f'minloop: loop.{name}() is not implemented yet ({feature}); '
-            f'use asyncio\'s default loop for it meanwhile')
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f'Not implemented yet in minloop: {feature}.'
-    return method
-
 
 def _is_numeric_host(host):
     """True for an IP literal that getaddrinfo resolves without a lookup."""
@@ -249,10 +231,28 @@ for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
 for _name in ('create_unix_connection', 'create_unix_server'):
     setattr(Loop, _name, getattr(_UnixSelectorEventLoop, _name))
 
-for _feature, _names in _NOT_BUILT.items():
-    for _name in _names:
-        setattr(Loop, _name, _not_built(_name, _feature))
-del _feature, _names, _name
+# sendfile: asyncio's sock_sendfile() and sendfile() (argument checks, the
+# choice of path, the read-and-send fallbacks) over compiled native hooks
+# (sock_ops.pyx); the transport fallback is sendfile_fallback.py's.
+for _name in ('sock_sendfile', '_sock_sendfile_fallback',
+              '_check_sendfile_params', 'sendfile'):
+    setattr(Loop, _name, getattr(_BaseEventLoop, _name))
+Loop._sock_sendfile_native = _sock_ops._sock_sendfile_native
+Loop._sendfile_native = _sock_ops._sendfile_native
+Loop._sendfile_fallback = _sendfile_fallback
+
+del _name
+
+
+# --- subprocesses (subprocess.py) ---------------------------------------------
+# subprocess_exec/subprocess_shell are asyncio's own coroutines (argument
+# checks and their ValueErrors, debug logging); they end in
+# _make_subprocess_transport, which starts the child on our transport: a pidfd
+# (or a thread) sees its exit, no child watcher is involved.
+Loop.subprocess_exec = _BaseEventLoop.subprocess_exec
+Loop.subprocess_shell = _BaseEventLoop.subprocess_shell
+Loop._log_subprocess = _BaseEventLoop._log_subprocess
+Loop._make_subprocess_transport = _subprocess.make_subprocess_transport
 
 
 def new_event_loop() -> Loop:
@@ -275,3 +275,40 @@ def _make_datagram_transport(self, sock, protocol, address=None,
 
 Loop._make_datagram_transport = _make_datagram_transport
 Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
+
+
+# --- pipes (pipes.pyx) --------------------------------------------------------
+# connect_read_pipe/connect_write_pipe are asyncio's own coroutines; they,
+# and the subprocess transports, make the compiled pipe transports through
+# asyncio's two hooks below.
+from .pipes import ReadPipeTransport as _ReadPipeTransport  # noqa: E402
+from .pipes import WritePipeTransport as _WritePipeTransport  # noqa: E402
+
+
+class ReadPipeTransport(_ReadPipeTransport):
+    """The compiled read pipe transport, taking instance attributes.
+
+    asyncio's transports are Python objects: code may set attributes on
+    them (CPython's test_pause_reading replaces pause_reading on the
+    subprocess's stdout transport with a mock).  A Python subclass gives
+    ours an instance __dict__, which a compiled type with a heap base
+    cannot have; pipes are not on a per-message path.
+    """
+
+
+class WritePipeTransport(_WritePipeTransport):
+    """The compiled write pipe transport, taking instance attributes."""
+
+
+def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return ReadPipeTransport(self, pipe, protocol, waiter, extra)
+
+
+def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
+    return WritePipeTransport(self, pipe, protocol, waiter, extra)
+
+
+Loop._make_read_pipe_transport = _make_read_pipe_transport
+Loop._make_write_pipe_transport = _make_write_pipe_transport
+Loop.connect_read_pipe = _BaseEventLoop.connect_read_pipe
+Loop.connect_write_pipe = _BaseEventLoop.connect_write_pipe

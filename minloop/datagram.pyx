@@ -165,7 +165,12 @@ cdef class DatagramTransport(DatagramTransportBase):
 
     max_size = MAX_SIZE
 
-    def __cinit__(self):
+    def __cinit__(self, loop, *args, **kwargs):
+        # Every method relies on _loop: no instance without it
+        # (DatagramTransport.__new__(DatagramTransport) would crash later).
+        self._loop = <LoopCore?>loop
+        self._sock_fd = -1
+        self._buffer = _deque()
         memset(self._addr_cache, 0, sizeof(self._addr_cache))
         memset(&self._last_dest, 0, sizeof(self._last_dest))
 

@@ -80,3 +80,9 @@ cdef extern from "net_compat.h" nogil:
     ssize_t recv(int fd, void *buf, size_t n, int flags)
     ssize_t send(int fd, const void *buf, size_t n, int flags)
     ssize_t sendmsg(int fd, const msghdr *msg, int flags)
+
+
+cdef extern from "sendfile.h" nogil:
+    enum:
+        SENDFILE_AVAILABLE
+    ssize_t sendfile_chunk(int sock, int file, int64_t offset, size_t count)

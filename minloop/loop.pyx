@@ -439,6 +439,14 @@ cdef class LoopCore:
         cdef void *item
         cdef Handle handle
 
+        if not ring_len(&self._ready) and not self._stopping:
+            # We may block.  A signal that arrived while a callback ran in C
+            # (os.kill as the callback, say) has its Python handler pending:
+            # the interpreter runs it only between bytecodes, and none may
+            # run before we block.  asyncio's pure-Python loop runs it at
+            # once, so do we -- before the timeout is chosen, since the
+            # handler may schedule callbacks (asyncio.Runner's does).
+            PyErr_CheckSignals()
         if ring_len(&self._ready) or self._stopping:
             timeout_ns = 0
         elif heap_peek(&self._timers, &when) != NULL:

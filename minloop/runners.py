@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
+import threading
 from typing import Any, Coroutine, TypeVar
 
 from .base_events import new_event_loop
@@ -32,8 +34,15 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
 
 
 def _run_310(main, *, debug=None):
-    """asyncio.run() of Python 3.10, which has no loop factory."""
-    from asyncio import coroutines, events
+    """asyncio.run() of Python 3.10, with the SIGINT handling of 3.11's Runner.
+
+    3.10 has no loop factory, and its asyncio.run() lets Ctrl-C raise
+    KeyboardInterrupt wherever the loop happens to be.  minloop.run() behaves
+    as asyncio.run() does from 3.11 on, on every Python: the first Ctrl-C
+    cancels the main task (which may clean up) and run() then raises
+    KeyboardInterrupt; a second Ctrl-C raises KeyboardInterrupt at once.
+    """
+    from asyncio import coroutines, events, exceptions
     from asyncio.runners import _cancel_all_tasks
 
     if events._get_running_loop() is not None:
@@ -47,7 +56,37 @@ def _run_310(main, *, debug=None):
         events.set_event_loop(loop)
         if debug is not None:
             loop.set_debug(debug)
-        return loop.run_until_complete(main)
+        task = loop.create_task(main)
+        interrupts = 0
+
+        def on_sigint(signum, frame):
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1 and not task.done():
+                task.cancel()
+                # Wake the loop should it be blocked in a long poll.
+                loop.call_soon_threadsafe(lambda: None)
+                return
+            raise KeyboardInterrupt()
+
+        # Only where Ctrl-C would raise KeyboardInterrupt anyway: a program
+        # that set its own SIGINT handler keeps it.
+        take_sigint = (threading.current_thread() is threading.main_thread()
+                       and signal.getsignal(signal.SIGINT)
+                       is signal.default_int_handler)
+        if take_sigint:
+            signal.signal(signal.SIGINT, on_sigint)
+        try:
+            return loop.run_until_complete(task)
+        except exceptions.CancelledError:
+            # 3.10's tasks cannot tell a Ctrl-C cancel from others (no
+            # uncancel()); a Ctrl-C was seen, so it is what ends run().
+            if interrupts > 0:
+                raise KeyboardInterrupt()
+            raise
+        finally:
+            if take_sigint and signal.getsignal(signal.SIGINT) is on_sigint:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
     finally:
         try:
             _cancel_all_tasks(loop)

@@ -36,9 +36,11 @@ Where it is fast, and why that keeps asyncio's semantics:
   or the operation would wait forever.  That is _SockWait._wait_again().
 """
 
+import io as _io
 import socket as _socket
 
 from asyncio import base_events as _aio_base
+from asyncio import exceptions as _aio_exceptions
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
@@ -47,10 +49,15 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
-from libc.errno cimport errno, EINTR
+from libc.errno cimport errno, EINTR, ENOTCONN
+from libc.stdint cimport int64_t
+from posix.stat cimport struct_stat, fstat
+from posix.types cimport off_t
+from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle
-from .includes cimport POLLER_READ, POLLER_WRITE
+from .includes cimport (POLLER_READ, POLLER_WRITE, SENDFILE_AVAILABLE,
+                        sendfile_chunk)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
 
@@ -61,6 +68,7 @@ cdef extern from "sys/socket.h" nogil:
 
 
 cdef extern from "Python.h":
+    Py_ssize_t PY_SSIZE_T_MAX
     # The raw form, to resize the bytes in place as socket.recv() does.
     PyObject *PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize"(
         const char *v, Py_ssize_t n) except NULL
@@ -74,6 +82,11 @@ cdef int _AF_INET = _socket.AF_INET
 cdef int _AF_INET6 = getattr(_socket, 'AF_INET6', -1)
 cdef int _SOL_SOCKET = _socket.SOL_SOCKET
 cdef int _SO_ERROR = _socket.SO_ERROR
+cdef object _SendfileNotAvailableError = _aio_exceptions.SendfileNotAvailableError
+cdef object _UnsupportedOperation = _io.UnsupportedOperation
+# 3.13 caps a sendfile() chunk so that it fits a 32-bit ssize_t too; where
+# ssize_t has 64 bits the cap changes nothing, so every version gets it.
+cdef Py_ssize_t _MAX_CHUNK = PY_SSIZE_T_MAX // 2 + 1
 
 # The coroutines, as base_events.py binds them onto Loop.
 METHODS = ('sock_recv', 'sock_recv_into', 'sock_recvfrom', 'sock_recvfrom_into',
@@ -384,6 +397,153 @@ cdef class _AcceptWait(_SockWait):
         return (conn, address)
 
 
+cdef class _SendfileWait(_SockWait):
+    """A sendfile() of a file to a socket: where the next chunk starts, and
+    what has gone out.
+
+    asyncio's _sock_sendfile_native_impl (unix_events.py), whose chunk sizes
+    and errors these are.  Where asyncio makes one sendfile() and then waits
+    for the socket to be writable, each step here goes on while the socket
+    takes whole chunks (a step that sent a whole chunk then only learns that
+    the file has ended), and waits only after a partial one: the socket's
+    buffer is full then.  Every way it ends -- all sent, the end of the file,
+    an error -- seeks the file to just after the bytes sent, as asyncio does
+    (sendfile() itself leaves the file's position alone); a cancelled one
+    leaves the position where it was, as asyncio's does.
+    """
+    cdef:
+        int fileno
+        int64_t offset       # where the next chunk starts
+        int64_t count        # the bytes to send in all; 0: to the end of file
+        int64_t fsize        # the file's size at the start
+        int64_t total_sent
+        bint started         # a sendfile() was made (asyncio: registered_fd)
+        readonly bint concluded  # it ended, and the position is settled
+
+    cdef object _begin(self, object sock, object file, object offset, object count):
+        """asyncio's _sock_sendfile_native up to its first sendfile(), then
+        the first step: the bytes sent, or _AGAIN to wait for the socket."""
+        cdef struct_stat st
+        cdef int fileno
+        if not SENDFILE_AVAILABLE:
+            raise _SendfileNotAvailableError("os.sendfile() is not available")
+        try:
+            fileno = file.fileno()
+        except (AttributeError, _UnsupportedOperation):
+            raise _SendfileNotAvailableError("not a regular file")
+        if fstat(fileno, &st) < 0:
+            raise _SendfileNotAvailableError("not a regular file")
+        if not count and not st.st_size:
+            return 0   # an empty file
+        self.sock = sock
+        self.fileno = fileno
+        self.fsize = st.st_size
+        # Python ints too large for sendfile() fail here with the
+        # OverflowError os.sendfile() raises for them.
+        self.count = count if count else 0
+        self.offset = offset
+        return self._step()
+
+    cdef object _step(self):
+        """Send chunks until all went, the file ended, or the socket is full."""
+        cdef int64_t blocksize
+        cdef int64_t offset
+        cdef ssize_t n
+        cdef int fd
+        cdef int fileno = self.fileno
+        while True:
+            if self.count:
+                blocksize = self.count - self.total_sent
+                if blocksize <= 0:
+                    return self._end()
+            else:
+                # asyncio asks for the file's size each time, and sendfile()
+                # stops at the end of the file.
+                blocksize = self.fsize
+            if blocksize > _MAX_CHUNK:
+                blocksize = _MAX_CHUNK
+            fd = self.sock.fileno()
+            offset = self.offset
+            # Without the GIL, as os.sendfile(): reading the file may wait
+            # for the disk.
+            with nogil:
+                n = sendfile_chunk(fd, fileno, offset, <size_t>blocksize)
+            if n < 0:
+                if -n == EINTR:
+                    self._check_signals()
+                    continue
+                if would_block(-n):
+                    self.started = True
+                    return _AGAIN
+                self._fail(-n)
+            self.started = True
+            if n == 0:
+                return self._end()   # the end of the file
+            self.offset += n
+            self.total_sent += n
+            # A partial chunk: the socket's buffer is full (wait for room),
+            # or the file has ended (try again: sendfile() returns 0).
+            if n < blocksize and self.offset < self.fsize:
+                return _AGAIN
+
+    cdef object _end(self):
+        """Seek the file past what was sent (if anything); the total."""
+        self.concluded = True
+        if self.total_sent > 0:
+            if lseek(self.fileno, <off_t>self.offset, SEEK_SET) < 0:
+                raise os_error(errno)
+        return self.total_sent
+
+    cdef int _fail(self, int err) except -1:
+        exc = os_error(err)
+        if self.started and err == ENOTCONN:
+            # asyncio: the connection was closed in the middle of the
+            # operation; the same error on every platform (its arguments
+            # in asyncio's order).
+            cause = exc
+            exc = ConnectionError("socket is not connected", ENOTCONN)
+            exc.__cause__ = cause
+        if self.total_sent == 0:
+            # Nothing went out: most likely a file sendfile() cannot read
+            # from, and the caller may read and send it instead.
+            cause = exc
+            exc = _SendfileNotAvailableError("os.sendfile call failed")
+            exc.__context__ = cause
+        self._end()
+        raise exc
+
+    cdef int _check_signals(self) except -1:
+        # PEP 475: retry unless a signal handler raised; asyncio reports
+        # what it raised as the sendfile's error (SystemExit and
+        # KeyboardInterrupt go straight out of the loop).
+        try:
+            PyErr_CheckSignals()
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException:
+            self._end()
+            raise
+        return 0
+
+    cdef object _attempt(self):
+        return self._step()
+
+
+async def _finish_sendfile(_SendfileWait w, fut):
+    """Wait until the sendfile that filled its socket ends."""
+    try:
+        return await fut
+    except Exception:
+        # Failed from outside (its transport closed, its fd could not be
+        # watched again): settle the position as for any error.  Not when
+        # cancelled (asyncio leaves it) or closed unfinished.
+        if not w.concluded:
+            w._end()
+        raise
+    finally:
+        w._disarm()
+
+
 cdef object _recv_into_once(object sock, object buf):
     """sock.recv_into(buf), directly on the fd if it may be; or _AGAIN."""
     cdef Py_buffer pybuf
@@ -654,3 +814,58 @@ async def sock_accept(LoopCore self, sock):
         return await fut
     finally:
         w._disarm()
+
+
+# ----------------------------------------------------------------------
+# sendfile: the native hooks under asyncio's sock_sendfile() and sendfile()
+# (base_events.py binds those two from asyncio, and these as their hooks)
+
+async def _sock_sendfile_native(LoopCore self, sock, file, offset, count):
+    """sendfile(2) from file to sock, zero-copy.
+
+    Raises SendfileNotAvailableError where it cannot be used (a file with
+    no fd or that sendfile() cannot read; no sendfile() on this platform)
+    before anything was sent; sock_sendfile() then reads and sends instead.
+    """
+    cdef _SendfileWait w = _SendfileWait.__new__(_SendfileWait)
+    result = w._begin(sock, file, offset, count)
+    if result is not _AGAIN:
+        return result
+    return await _finish_sendfile(w, w._arm(self, sock, POLLER_WRITE))
+
+
+async def _sendfile_native(LoopCore self, transp, file, offset, count):
+    """loop.sendfile()'s native path for a socket transport.
+
+    asyncio's selector loop, step for step: stop reading, wait until the
+    transport's write buffer is empty (the "empty waiter"; write() raises
+    while it is set), send the file on the socket as sock_sendfile() with
+    fallback=False does, and resume.  One difference: while the file is
+    being sent, the transport's empty waiter is the send's own future, so
+    that closing the transport fails the send with ConnectionError (asyncio's
+    would wait forever on the closed socket).
+    """
+    cdef _SendfileWait w
+    fd = transp._sock_fd
+    del self._transports[fd]
+    resume_reading = transp.is_reading()
+    transp.pause_reading()
+    await transp._make_empty_waiter()
+    try:
+        sock = transp._sock
+        if sock is None:
+            # Closed while its buffer drained; asyncio fails on None.
+            raise ConnectionError("Connection is closed by peer")
+        self._check_sendfile_params(sock, file, offset, count)
+        w = _SendfileWait.__new__(_SendfileWait)
+        result = w._begin(sock, file, offset, count)
+        if result is not _AGAIN:
+            return result
+        fut = w._arm(self, sock, POLLER_WRITE)
+        transp._empty_waiter = fut
+        return await _finish_sendfile(w, fut)
+    finally:
+        transp._reset_empty_waiter()
+        if resume_reading:
+            transp.resume_reading()
+        self._transports[fd] = transp

@@ -52,6 +52,9 @@ cdef object _SHUT_WR = _socket.SHUT_WR
 
 # 3.13 made Server track its transports: _attach(transport)/_detach(transport).
 cdef bint _SERVER_TRACKS_TRANSPORTS = sys.version_info >= (3, 13)
+# Before 3.12 asyncio's writelines() is WriteTransport's, which calls
+# write(): its errors name write().
+cdef str _WRITELINES = 'writelines' if sys.version_info >= (3, 12) else 'write'
 # 3.11 added ssl_shutdown_timeout to the TLS accept path.
 cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = sys.version_info >= (3, 11)
 
@@ -94,12 +97,23 @@ cdef class SocketTransport(StreamTransportBase):
         readonly bint _protocol_paused
         readonly Py_ssize_t _high_water
         readonly Py_ssize_t _low_water
-        object _empty_waiter      # sendfile's wait for an empty buffer
+        # Set while loop.sendfile() uses the socket: first its wait for an
+        # empty buffer, then (sock_ops._sendfile_native) the send's own
+        # future, which closing the transport fails.  write() raises while
+        # it is set.
+        public object _empty_waiter
         object __weakref__        # for loop._transports
 
     max_size = READ_SIZE
     _start_tls_compatible = True
     _sendfile_compatible = _aio_constants._SendfileMode.TRY_NATIVE
+
+    def __cinit__(self, loop, *args, **kwargs):
+        # Every method relies on _core and _buffer: no instance without
+        # them (SocketTransport.__new__(SocketTransport) would crash later).
+        self._core = <LoopCore?>loop
+        self._buffer = []
+        self._sock_fd = -1
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None,
                  server=None):
@@ -366,9 +380,9 @@ cdef class SocketTransport(StreamTransportBase):
 
     def writelines(self, list_of_data):
         if self._eof:
-            raise RuntimeError('Cannot call writelines() after write_eof()')
+            raise RuntimeError(f'Cannot call {_WRITELINES}() after write_eof()')
         if self._empty_waiter is not None:
-            raise RuntimeError('unable to writelines; sendfile is in progress')
+            raise RuntimeError(f'unable to {_WRITELINES}; sendfile is in progress')
         chunks = list(list_of_data)
         for data in chunks:
             if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
@@ -485,7 +499,7 @@ cdef class SocketTransport(StreamTransportBase):
             self._clear_buffer()
             exc = os_error(err)
             self._fatal_error(exc, 'Fatal write error on socket transport')
-            if self._empty_waiter is not None:
+            if self._empty_waiter is not None and not self._empty_waiter.done():
                 self._empty_waiter.set_exception(exc)
             return -1
         # Drop what went out: whole chunks, then part of the next one.
@@ -597,7 +611,8 @@ cdef class SocketTransport(StreamTransportBase):
             self._protocol = None
             self._loop = None
             self._detach_server()
-        if self._empty_waiter is not None:
+        # Unless it has just ended (asyncio would raise InvalidStateError).
+        if self._empty_waiter is not None and not self._empty_waiter.done():
             self._empty_waiter.set_exception(
                 ConnectionError("Connection is closed by peer"))
 

@@ -959,6 +959,69 @@ def test_asyncpg_tls(loop, pg_dsn):
     run(loop, main())
 
 
+@pytest.mark.parametrize("sslmode", ["prefer-by-default", "require"])
+def test_asyncpg_sslmode(loop, pg_dsn, sslmode, monkeypatch):
+    """asyncpg's own TLS modes, with no context of ours.
+
+    With no ssl= (sslmode prefer) asyncpg sends an SSLRequest on a plain
+    transport, upgrades it with loop.start_tls if the server agrees (or
+    stays in the clear if it does not), then hands the transport to its
+    real protocol with transport.set_protocol(): both TLS and plain
+    transports must take the switch mid-connection.  'require' insists on
+    TLS but, without a root certificate, does not verify it.
+    """
+    asyncpg = pytest.importorskip("asyncpg")
+    for name in ("PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY"):
+        monkeypatch.delenv(name, raising=False)
+    # asyncpg looks for ~/.postgresql/root.crt and the client certificate
+    # there: a HOME without them.
+    monkeypatch.setenv("HOME", tempfile.gettempdir())
+
+    async def ssl_is_on():
+        # The server says (a server from MINLOOP_TEST_PG_DSN may have TLS
+        # with no MINLOOP_TEST_PG_CAFILE given, or none).
+        probe = await asyncpg.connect(pg_dsn, ssl=False)
+        try:
+            return await probe.fetchval("SHOW ssl") == "on"
+        finally:
+            await probe.close()
+
+    server_has_tls = run(loop, ssl_is_on())
+    if sslmode == "require" and not server_has_tls:
+        pytest.skip("the PostgreSQL server has TLS off")
+    kwargs = {"ssl": "require"} if sslmode == "require" else {}
+
+    async def main():
+        conn = await asyncpg.connect(pg_dsn, **kwargs)
+        try:
+            assert await conn.fetchval(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") is server_has_tls
+            ssl_object = conn._transport.get_extra_info("ssl_object")
+            assert (ssl_object is not None) is server_has_tls
+            if server_has_tls:
+                assert await conn.fetchval(
+                    "SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+                ) == ssl_object.version()
+            # Queries of each shape: simple, prepared, large values both
+            # ways, a transaction, a server-side error.
+            assert await conn.fetchval("SELECT 40 + $1::int", 2) == 42
+            stmt = await conn.prepare("SELECT $1::text || $2::text")
+            assert await stmt.fetchval("tl", "s") == "tls"
+            assert await conn.fetchval("SELECT $1::bytea", ONE_MB) == ONE_MB
+            rows = await conn.fetch("SELECT g, repeat('x', g) FROM generate_series(1, 2000) g")
+            assert len(rows) == 2000 and rows[-1][1] == "x" * 2000
+            async with conn.transaction():
+                await conn.execute("CREATE TEMP TABLE t (v int)")
+                await conn.executemany("INSERT INTO t VALUES ($1)", [(i,) for i in range(100)])
+            assert await conn.fetchval("SELECT sum(v) FROM t") == 4950
+            with pytest.raises(asyncpg.UndefinedTableError):
+                await conn.fetch("SELECT * FROM no_such_table")
+            assert await conn.fetchval("SELECT 1") == 1
+        finally:
+            await conn.close()
+    run(loop, main())
+
+
 def test_asyncpg_pool(loop, pg_dsn):
     asyncpg = pytest.importorskip("asyncpg")
 

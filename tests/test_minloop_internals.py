@@ -7,6 +7,7 @@ import gc
 import os
 import time
 import socket
+import subprocess
 import sys
 import tracemalloc
 import warnings
@@ -436,3 +437,51 @@ def test_forked_child_using_the_loop_gets_its_own_poller(loop):
                 os.close(fd)
         a.close()
         b.close()
+
+
+UNINITIALISED_TRANSPORT_SCRIPT = r"""
+import asyncio, sys
+import minloop
+from minloop import datagram, pipes, stream
+
+loop = minloop.new_event_loop()
+for cls in (stream.SocketTransport, datagram.DatagramTransport,
+            pipes.ReadPipeTransport, pipes.WritePipeTransport):
+    try:
+        cls.__new__(cls)
+    except TypeError:
+        pass
+    else:
+        sys.exit(f"{cls.__name__}.__new__() without a loop did not raise")
+    t = cls.__new__(cls, loop)
+    # Every public method either works or raises: none may crash.
+    for name in ("__repr__", "close", "abort", "is_closing", "get_protocol",
+                 "get_write_buffer_size", "get_write_buffer_limits",
+                 "pause_reading", "resume_reading", "is_reading",
+                 "write_eof", "can_write_eof"):
+        method = getattr(t, name, None)
+        if method is not None:
+            try:
+                method()
+            except Exception:
+                pass
+    for name, args in (("write", (b"x",)), ("sendto", (b"x",)),
+                       ("set_write_buffer_limits", (10, 5))):
+        method = getattr(t, name, None)
+        if method is not None:
+            try:
+                method(*args)
+            except Exception:
+                pass
+    del t
+loop.close()
+print("ok")
+"""
+
+
+def test_transports_made_without_init_cannot_crash(tmp_path):
+    """cls.__new__(cls) then methods: exceptions at worst, never a segfault."""
+    proc = subprocess.run([sys.executable, "-c", UNINITIALISED_TRANSPORT_SCRIPT],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "ok"

@@ -354,3 +354,31 @@ def test_add_signal_handler_on_closed_loop_raises(loop):
     loop.close()
     with pytest.raises(RuntimeError, match=r"^Event loop is closed$"):
         loop.add_signal_handler(signal.SIGUSR1, lambda: None)
+
+
+def test_python_signal_handler_runs_before_the_loop_blocks(loop, guard_signals):
+    """A signal raised by a C callback (os.kill itself) runs its handler at once.
+
+    No bytecode runs after such a callback, so the interpreter has not run the
+    pending Python-level handler when the loop goes to wait; the loop must run
+    it before blocking, or the handler waits for the next wake-up (here, 5 s).
+    The handler raises KeyboardInterrupt, which leaves the loop at once on
+    asyncio (any other exception from a handler that runs inside a callback
+    goes to the loop's exception handler).
+    """
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    async def main():
+        # os.kill runs in the next iteration, once main waits in its sleep.
+        loop.call_soon(os.kill, os.getpid(), signal.SIGUSR1)
+        await asyncio.sleep(5)
+
+    signal.signal(signal.SIGUSR1, handler)
+    task = loop.create_task(main())
+    # Without the check the sleep completes and nothing is raised at all.
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_until_complete(task)
+    assert not task.done()
+    task.cancel()
+    loop.run_until_complete(asyncio.gather(task, return_exceptions=True))

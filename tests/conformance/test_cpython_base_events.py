@@ -20,9 +20,21 @@ Left out:
 * BaseEventTests (helpers), BaseEventLoopTests (a bare asyncio.BaseEventLoop
   with a mock selector), the stream/server tests of
   BaseEventLoopWithSelectorTests (for the stream transports to bind),
-  RunningLoopTests, BaseLoopSockSendfileTests (asyncio's BaseSelectorEventLoop
-  on purpose) and TestSelectorUtils.
+  RunningLoopTests and TestSelectorUtils.
+
+Also bound:
+
+* BaseLoopSockSendfileTests -- loop.sock_sendfile()'s argument checks and
+  its sends, with setUp creating a loop of the implementation under test
+  instead of asyncio's BaseSelectorEventLoop.  CPython picks that loop
+  because it has no native sendfile, so that the class tests the read-and-send
+  fallback; the rest of its tests pass through minloop's native path.  Left
+  out are the two that assert there is no native path
+  (test__sock_sendfile_native_failure, test_sock_sendfile_no_fallback): they
+  test BaseEventLoop's stub _sock_sendfile_native, and fail on asyncio's own
+  SelectorEventLoop as on minloop.
 """
+from test.support import os_helper
 from test.test_asyncio import test_base_events as _base_events
 from test.test_asyncio import utils as test_utils
 
@@ -48,5 +60,20 @@ for _name, _test in vars(_base_events.BaseEventLoopWithSelectorTests).items():
 del _name, _test
 
 
+class BaseLoopSockSendfileTests(_base_events.BaseLoopSockSendfileTests):
+
+    # CPython's setUp, on the loop under test.
+    def setUp(self):
+        self.loop = new_event_loop()
+        self.set_event_loop(self.loop)
+        self.file = open(os_helper.TESTFN, 'rb')
+        self.addCleanup(self.file.close)
+        test_utils.TestCase.setUp(self)
+
+    # Not collected (see the module's docstring).
+    test__sock_sendfile_native_failure = None
+    test_sock_sendfile_no_fallback = None
+
+
 # The conftest checks that each test ran a loop of the implementation under test.
-LOOP_IN_EVERY_TEST = (BaseEventLoopWithSelectorTests,)
+LOOP_IN_EVERY_TEST = (BaseEventLoopWithSelectorTests, BaseLoopSockSendfileTests)

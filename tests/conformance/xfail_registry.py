@@ -33,10 +33,6 @@ def networking(what):
     return f"needs networking ({what}), issue 3"
 
 
-def pipes(what):
-    return f"needs pipes ({what}), issue 4"
-
-
 SUBPROCESS = "needs subprocess, issue 4"
 
 
@@ -49,25 +45,18 @@ def _each(reason, *keys):
 
 
 XFAIL = {
-    # --- pipes and subprocesses (issue 4) -----------------------------------
-    **_each(pipes("connect_read_pipe"),
-            "test_events::EventLoopTests::test_bidirectional_pty",
-            "test_events::EventLoopTests::test_read_pipe",
-            "test_events::EventLoopTests::test_read_pty_output",
-            "test_events::EventLoopTests::test_unclosed_pipe_transport"),
-    **_each(pipes("connect_write_pipe"),
-            "test_events::EventLoopTests::test_write_pipe",
-            "test_events::EventLoopTests::test_write_pipe_disconnect_on_close",
-            "test_events::EventLoopTests::test_write_pty"),
-    "test_events::SubprocessTests::*": SUBPROCESS,
-    # Not run: it fails at connect_read_pipe and leaves the pipe's file
-    # unclosed; the gc.collect() inside the later
-    # test_unclosed_resource_warnings then sees that ResourceWarning too, so
-    # that test would fail in a full run only.
-    "test_streams::StreamTests::test_read_all_from_pipe_reader":
-        NotRun(pipes("connect_read_pipe")),
-
     # --- asyncio internals ----------------------------------------------------
+    # They call asyncio's per-chunk callback with hand-made arguments and
+    # read the registration from loop._selector.
+    **_each(private("_sock_sendfile_native_impl, _selector"),
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_cancel[12]",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_blocking_error",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_os_error_*_call",
+            "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_exception"),
+    # Patches asyncio.unix_events.os to hide os.sendfile (minloop calls
+    # sendfile(2) from C).
+    "test_unix_events::SelectorEventLoopUnixSockSendfileTests::test_sock_sendfile_not_available":
+        private("asyncio.unix_events.os"),
     # Counts calls of loop._run_once (patched on the instance) and names
     # loop._clock_resolution and loop._selector in its assertion message.
     "test_events::EventLoopTests::test_timeout_rounding":

@@ -1,23 +1,20 @@
-"""Child process of compare.py: one measurement, reported as one JSON line.
+"""Child process of the micro benchmarks: one measurement, one JSON line.
 
-    python benchmarks/run_one.py WORKLOAD LOOP N   -> {"seconds": ..., "problem": ...}
-    python benchmarks/run_one.py --probe LOOP      -> {"available": ..., "version": ...}
+    python -m minloop.bench.child WORKLOAD LOOP N   -> {"seconds": ..., "problem": ...}
+    python -m minloop.bench.child --probe LOOP      -> {"available": ..., "version": ...}
 
 Each measurement gets a fresh interpreter so that no loop inherits another's
 heap, freelists or imported state.  The JSON line is the last line of stdout;
-anything a workload prints comes before it.
+anything a workload prints comes before it.  Started through
+``procs.module_command`` so that it imports the same minloop as its parent.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import loops  # noqa: E402
-import workloads  # noqa: E402
+from . import loops, workloads
 
 
 def probe(name: str) -> dict:

@@ -1,6 +1,10 @@
-"""The servers net_compare.py measures, one kind per process, on any loop.
+"""The servers the network benchmarks measure, one kind per process, on any loop.
 
-    python benchmarks/net/servers.py --loop NAME --kind KIND [--port P] [--path PATH]
+    python -m minloop.bench.servers --loop NAME --kind KIND [--port P] [--path PATH]
+                                    [--cpu N]
+
+Used by ``python -m minloop bench`` (against the Python load generator in
+client.py) and by benchmarks/net_compare.py (against its C one).
 
 KIND is one of:
   protocol  asyncio.Protocol: data_received -> transport.write
@@ -10,6 +14,11 @@ KIND is one of:
   unix      asyncio.Protocol echo over a Unix socket (create_unix_server)
   udp       create_datagram_endpoint: datagram_received -> sendto
   http      HTTP/1.1 keep-alive "Hello, World!" server on httptools
+  protocol-msg  asyncio.Protocol answering each whole --size message with its
+                own write (a request/response server under pipelined requests)
+  streams-msg   start_server: readexactly(--size) -> write + drain per message
+
+--cpu N pins the process to CPU N (where the OS allows it).
 
 Talking to the driver (c_echo_server.c does the same):
   * once listening, one JSON line on stdout: {"ready": true, "host", "port"
@@ -36,15 +45,12 @@ import socket
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import loops  # noqa: E402  (benchmarks/loops.py)
+from . import loops
+from .client import HTTP_RESPONSE  # what the load generator expects
 
 HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024  # as large as the biggest message, as asyncio's own read size
 
-HTTP_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                 b"Content-Length: 13\r\n\r\nHello, World!")
 HTTP_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
                     b"Connection: close\r\n\r\n")
 
@@ -52,7 +58,8 @@ HTTP_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
 CALLS = {"protocol": "loop.create_server", "buffered": "loop.create_server",
          "streams": "asyncio.start_server", "sock": "loop.sock_accept",
          "unix": "loop.create_unix_server", "udp": "loop.create_datagram_endpoint",
-         "http": "loop.create_server"}
+         "http": "loop.create_server", "protocol-msg": "loop.create_server",
+         "streams-msg": "asyncio.start_server"}
 KINDS = tuple(CALLS)
 
 
@@ -84,6 +91,29 @@ class EchoBufferedProtocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes):
         self.transport.write(self.buffer[:nbytes])
+
+
+class MessageEchoProtocol(asyncio.Protocol):
+    """Answers each whole message of `size` bytes with a write of its own, as
+    a request/response server does: with requests pipelined, the server pays
+    a write per message where the client pays one send per batch."""
+
+    def __init__(self, size):
+        self.size = size
+        self.pending = b""
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        if self.pending:
+            data = self.pending + data
+        size = self.size
+        end = len(data) - len(data) % size
+        write = self.transport.write
+        for i in range(0, end, size):
+            write(data[i:i + size])
+        self.pending = data[end:]
 
 
 class EchoDatagramProtocol(asyncio.DatagramProtocol):
@@ -143,6 +173,18 @@ async def _streams_handler(reader, writer):
         writer.close()
 
 
+async def _streams_messages_handler(reader, writer, size):
+    try:
+        while True:
+            data = await reader.readexactly(size)
+            writer.write(data)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
 async def _sock_serve(loop, conn):
     try:
         while True:
@@ -171,9 +213,25 @@ def _tcp_address(server) -> dict:
     return {"host": host, "port": port}
 
 
-async def start(kind: str, port: int, path: str | None, keep: list) -> dict:
+async def start(kind: str, port: int, path: str | None, keep: list,
+                size: int = 1024) -> dict:
     """Start a KIND server; keep what must stay alive in keep."""
     loop = asyncio.get_running_loop()
+    if kind == "protocol-msg":
+        server = await loop.create_server(lambda: MessageEchoProtocol(size), HOST, port,
+                                          backlog=1024)
+        keep.append(server)
+        return _tcp_address(server)
+    if kind == "streams-msg":
+        async def handler(reader, writer):
+            await _streams_messages_handler(reader, writer, size)
+
+        server = await asyncio.start_server(handler, HOST, port, backlog=1024,
+                                            limit=READ_SIZE)
+        keep.append(server)
+        return _tcp_address(server)
+    if kind == "http":
+        import httptools  # noqa: F401  (missing: this server is n/a, not a failure)
     if kind in ("protocol", "buffered", "http"):
         factory = {"protocol": EchoProtocol, "buffered": EchoBufferedProtocol,
                    "http": HttpProtocol}[kind]
@@ -238,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", required=True, choices=KINDS)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--path")
+    parser.add_argument("--size", type=int, default=1024,
+                        help="message size of the *-msg kinds (default: %(default)s)")
+    parser.add_argument("--cpu", type=int, help="pin this process to CPU N")
     args = parser.parse_args(argv)
+    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.cpu})
 
     try:
         factory = loops.factory(args.loop)
@@ -258,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     loop.set_exception_handler(on_error)
     keep: list = []
     try:
-        address = loop.run_until_complete(start(args.kind, args.port, args.path, keep))
+        address = loop.run_until_complete(start(args.kind, args.port, args.path, keep, args.size))
     except Exception as exc:  # any failure to start is "this loop cannot"
         # Some loops raise a bare NotImplementedError(): say which call it was.
         detail = str(exc) or f"from {CALLS[args.kind]}"

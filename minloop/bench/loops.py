@@ -11,16 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.metadata
-import os
-import sys
 from typing import Callable
-
-# An in-place build of minloop (setup.py build_ext --inplace) lives in the
-# repository root, which is not on sys.path when a script in benchmarks/ runs.
-# Appended, not prepended: an installed minloop still wins over the source tree.
-_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _REPO not in sys.path:
-    sys.path.append(_REPO)
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 

@@ -1,0 +1,10 @@
+"""``python -m minloop bench``: minloop side by side with asyncio, uvloop and rloop.
+
+loops      the loop implementations by name, and whether each can run here
+workloads  the loop-core micro workloads (call_soon, timers, tasks, threads)
+child      runs one micro workload on one loop in a fresh interpreter
+servers    the network servers (echo over Protocol/streams/..., HTTP on httptools)
+client     the load generator the network rows drive those servers with
+procs      child interpreters, CPU pinning and CPU time, the machine's description
+suite      the standard set of rows, running them, and the report (main())
+"""

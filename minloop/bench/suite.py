@@ -1,0 +1,330 @@
+"""The standard benchmark set and its runner: ``python -m minloop bench``.
+
+Rows are of two groups:
+
+* core: a micro workload (workloads.py) timed inside a fresh interpreter per
+  loop (child.py); its figure is operations per second;
+* net: a server (servers.py) on the loop under test, in a fresh process
+  pinned to one CPU, driven by the load generator (client.py) in another
+  process pinned to the other CPU; its figure is round trips (requests) per
+  second in a timed window after a warm-up.
+
+Within each round the loops take turns on a row, so slow drift of the
+machine falls on all of them alike; each figure is the median over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from . import client as client_module
+from . import loops, procs, report, workloads
+
+# The core workloads run at a quarter of their research size
+# (benchmarks/compare.py runs them whole), a tenth with --quick: enough for
+# steady medians, and the full set stays within a few minutes.
+FULL_DIVISOR = 4
+QUICK_DIVISOR = 10
+CHILD_TIMEOUT = 120.0
+KiB = 1024
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    group: str          # "core" | "net"
+    doc: str
+    quick: bool         # part of the --quick set
+    workload: str = ""  # core: workloads.WORKLOADS key
+    kind: str = ""      # net: servers.py --kind
+    mode: str = "echo"  # net: client.py --mode
+    conns: int = 1
+    size: int = KiB
+    depth: int = 1
+    needs: str = ""     # a module the row needs importable (httptools)
+
+    @property
+    def unit(self) -> str:
+        if self.group == "core":
+            return "ops/s"
+        return "requests/s" if self.mode == "http" else "round trips/s"
+
+
+def _rows() -> list[Row]:
+    rows = []
+    quick_core = {"call_soon_chain", "call_later_cancel", "sleep0_pingpong"}
+    for w in workloads.WORKLOADS.values():
+        rows.append(Row(w.name, "core", w.doc, w.name in quick_core, workload=w.name))
+    # With one message in flight the load generator pays a send and a recv
+    # per round trip, as the server does, so at 16 connections it can be the
+    # one that saturates (the report flags it).  Pipelined, it pays one send
+    # per batch while the server answers each message: a third of the
+    # server's CPU per round trip (smoke-measured), so --quick runs those.
+    net = [
+        ("tcp-protocol-1k-c1", "protocol", "echo", 1, 1, False,
+         "asyncio.Protocol echo, 1 connection, one 1 KiB message in flight"),
+        ("tcp-protocol-1k-c16", "protocol", "echo", 16, 1, False,
+         "asyncio.Protocol echo, 16 connections, one 1 KiB message in flight on each"),
+        ("tcp-streams-1k-c1", "streams", "echo", 1, 1, False,
+         "start_server streams echo (read, write + drain), 1 connection"),
+        ("tcp-streams-1k-c16", "streams", "echo", 16, 1, False,
+         "start_server streams echo (read, write + drain), 16 connections"),
+        ("pipe-protocol-16x1k-c16", "protocol-msg", "echo", 16, 16, True,
+         "Protocol answering each 1 KiB message with its own write; 16 pipelined per "
+         "connection, 16 connections"),
+        ("pipe-streams-16x1k-c16", "streams-msg", "echo", 16, 16, True,
+         "streams: readexactly(1 KiB) -> write + drain per message; 16 pipelined per "
+         "connection, 16 connections"),
+        ("http-c16", "http", "http", 16, 1, False,
+         "keep-alive HTTP/1.1 on httptools, 16 connections, one request in flight on each"),
+        ("http-pipe8-c16", "http", "http", 16, 8, True,
+         "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests on each"),
+    ]
+    for rid, kind, mode, conns, depth, quick, doc in net:
+        rows.append(Row(rid, "net", doc, quick, kind=kind, mode=mode, conns=conns,
+                        depth=depth, needs="httptools" if mode == "http" else ""))
+    return rows
+
+
+ROWS = {row.id: row for row in _rows()}
+GROUPS = ("core", "net")
+
+
+def select_rows(spec: str | None, quick: bool) -> list[Row]:
+    """Rows named by comma-separated ids, groups (core, net) or glob patterns
+    (a bare word also matches as a prefix: call_soon -> call_soon_*), in
+    table order; without a spec, the standard (or --quick) set."""
+    if not spec:
+        return [row for row in ROWS.values() if row.quick or not quick]
+    chosen = set()
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if item in GROUPS:
+            hits = {r.id for r in ROWS.values() if r.group == item}
+        else:
+            hits = set(fnmatch.filter(ROWS, item)) or set(fnmatch.filter(ROWS, item + "*"))
+        if not hits:
+            raise ValueError(f"no row matches {item!r}; rows: {', '.join(ROWS)}")
+        chosen |= hits
+    return [row for rid, row in ROWS.items() if rid in chosen]
+
+
+# ---------------------------------------------------------------------------
+# One measurement
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    quick: bool
+    rounds: int
+    duration: float   # net: timed seconds per run
+    warmup: float     # net: untimed seconds before it
+    pin: procs.Pinning
+
+
+def core_size(row: Row, quick: bool) -> int:
+    w = workloads.WORKLOADS[row.workload]
+    return max(w.n // (QUICK_DIVISOR if quick else FULL_DIVISOR), w.smoke_n)
+
+
+def measure_core(row: Row, loop: str, settings: Settings) -> dict:
+    n = core_size(row, settings.quick)
+    answer = procs.run_json(procs.module_command(
+        "minloop.bench.child", row.workload, loop, str(n)), CHILD_TIMEOUT)
+    if "error" in answer:
+        return answer
+    return {"rate": n / answer["seconds"], "seconds": answer["seconds"], "n": n,
+            "problems": [answer["problem"]] if answer["problem"] else []}
+
+
+def measure_net(row: Row, loop: str, settings: Settings) -> dict:
+    pin = settings.pin
+    watch = [c for c in (pin.server, pin.client) if c is not None]
+    # The load generator starts alongside the server (a bare interpreter,
+    # ready first) and reads the server's address from stdin once it is up.
+    client = subprocess.Popen(
+        [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
+         "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
+         "--duration", f"{settings.duration:g}", "--warmup", f"{settings.warmup:g}",
+         *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        try:
+            server = procs.ServerProcess(procs.module_command(
+                "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
+                "--size", str(row.size), *pin.args(pin.server)))
+        except procs.ServerProcess.Unsupported as exc:
+            return {"na": str(exc)}
+        except procs.ServerProcess.Failed as exc:
+            return {"error": str(exc)}
+        try:
+            answer = procs.communicate_json(client, json.dumps(server.address) + "\n",
+                                            settings.duration + settings.warmup + 60)
+        finally:
+            server.stop()
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()
+    problems = server.problems()
+    if "error" in answer:
+        return {"error": f"load generator: {answer['error']}"
+                + (f" ({problems[0]})" if problems else "")}
+    seconds = answer["seconds"]
+    if answer["round_trips"] <= 0 or seconds <= 0:
+        return {"error": "no round trips in the timed window"}
+    sample = dict(answer, rate=answer["round_trips"] / seconds,
+                  client_util=answer["client_cpu"] / seconds, problems=problems)
+    if answer.get("server_cpu") is not None:
+        sample["server_util"] = answer["server_cpu"] / seconds
+        if answer.get("cpus_busy") is not None:
+            # What other processes took of the two CPUs meanwhile.
+            other = answer["cpus_busy"] - answer["server_cpu"] - answer["client_cpu"]
+            sample["other_load"] = max(0.0, other / (seconds * len(watch)))
+    return sample
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+
+def summarise(cell: dict) -> None:
+    """Medians of the samples' figures, and the rounds' spread of the rate."""
+    samples = cell["samples"]
+    cell["median"] = {}
+    for key in ("rate", "client_util", "server_util", "other_load"):
+        values = [s[key] for s in samples if s.get(key) is not None]
+        cell["median"][key] = statistics.median(values) if values else None
+    rates = [s["rate"] for s in samples]
+    cell["spread"] = (max(rates) - min(rates)) / statistics.median(rates) if rates else None
+
+
+def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
+             progress: report.Progress) -> dict:
+    results = {}
+    for row in rows:
+        cells = {name: {"samples": [], "errors": [], "problems": [], "na": None}
+                 for name in loop_names}
+        if row.needs and importlib.util.find_spec(row.needs) is None:
+            for cell in cells.values():
+                cell["na"] = f"{row.needs} is not installed"
+        for round_ in range(1, settings.rounds + 1):
+            for name in loop_names:
+                cell = cells[name]
+                if cell["na"]:  # it will not become available next round
+                    progress.step()
+                    continue
+                progress.show(row.id, round_, settings.rounds, name)
+                if row.group == "core":
+                    answer = measure_core(row, name, settings)
+                else:
+                    answer = measure_net(row, name, settings)
+                progress.step()
+                if "na" in answer:
+                    cell["na"] = answer["na"]
+                elif "error" in answer:
+                    cell["errors"].append(f"round {round_}: {answer['error']}")
+                else:
+                    answer["round"] = round_
+                    cell["samples"].append(answer)
+                    cell["problems"] += [f"round {round_}: {p}" for p in answer["problems"]]
+        for cell in cells.values():
+            summarise(cell)
+        results[row.id] = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
+        if row.group == "core":
+            results[row.id]["n"] = core_size(row, settings.quick)
+        results[row.id]["ratios"] = report.ratios(results[row.id])
+    return results
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer rows, smaller sizes, shorter runs (about half a minute)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="also write the environment, every round's figures, medians "
+                             "and ratios as JSON")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help='also draw the ratios as a bar chart (needs matplotlib: '
+                             'pip install "minloop[plot]")')
+    parser.add_argument("--loops", default=",".join(loops.NAMES),
+                        help="comma-separated loops, in run order (default: %(default)s; "
+                             "those not installed are skipped)")
+    parser.add_argument("--only", metavar="ROWS",
+                        help="comma-separated row ids, groups (core, net) or patterns "
+                             "instead of the standard set (--list shows them)")
+    parser.add_argument("--rounds", type=int,
+                        help="rounds per row and loop (default 5, or 3 with --quick)")
+    parser.add_argument("--duration", type=float,
+                        help="timed seconds per network run (default 0.3, or 0.15 with --quick)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="do not pin the server and the load generator to CPUs")
+    parser.add_argument("--list", action="store_true", help="list the rows and exit")
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.list:
+        for row in ROWS.values():
+            mark = "*" if row.quick else " "
+            print(f"{row.id:<24} {mark} {row.doc}")
+        print("\n* in the --quick set")
+        return 0
+    names = [s.strip() for s in args.loops.split(",") if s.strip()]
+    unknown = [n for n in names if n not in loops.NAMES]
+    if unknown or not names:
+        parser.error(f"unknown loop(s): {', '.join(unknown) or '(none)'}; "
+                     f"known: {', '.join(loops.NAMES)}")
+    try:
+        rows = select_rows(args.only, args.quick)
+    except ValueError as exc:
+        parser.error(str(exc))
+    rounds = args.rounds or (3 if args.quick else 5)
+    duration = args.duration or (0.15 if args.quick else 0.3)
+    if rounds < 1 or duration <= 0:
+        parser.error("--rounds and --duration must be positive")
+    settings = Settings(args.quick, rounds, duration, 0.05 if args.quick else 0.1,
+                        procs.Pinning(not args.no_pin))
+
+    machine = procs.machine_info()
+    probes = procs.probe_loops(names)
+    available = [n for n in names if probes[n]["available"]]
+    print(report.header(machine, probes, names, settings, rows), flush=True)
+    if "asyncio" not in available and "minloop" not in available:
+        print("minloop bench: neither minloop nor asyncio's loop can run here", file=sys.stderr)
+        return 1
+
+    progress = report.Progress(len(rows) * rounds * len(available))
+    results = run_rows(rows, available, settings, progress)
+    progress.finish()
+
+    print(report.table(results, available))
+    print()
+    print(report.notes(results, available, settings))
+
+    status = 0 if report.ok(results) else 1
+    if args.json:
+        report.write_json(args.json, machine, probes, settings, results)
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        try:
+            report.plot(args.plot, results, available)
+        except report.PlotUnavailable as exc:
+            print(f"minloop bench: --plot needs matplotlib ({exc}): "
+                  f'pip install "minloop[plot]"', file=sys.stderr)
+            return 1
+        print(f"wrote {args.plot}")
+    return status

@@ -1,0 +1,647 @@
+"""Subprocesses: loop.subprocess_exec/subprocess_shell and asyncio.create_subprocess_*.
+
+Every test runs on asyncio's loop and on minloop (the ``loop`` fixture); the
+few marked ``minloop_only`` test promises asyncio does not make (no watcher
+thread, no SIGCHLD handler, a status reaped through the Popen object kept).
+"""
+
+import asyncio
+import gc
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+
+from asyncio.subprocess import DEVNULL, PIPE, STDOUT
+
+PY = sys.executable
+
+
+def run(loop, coro, timeout=30):
+    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
+def py(code):
+    """Arguments that run ``code`` in a fresh Python, without site (faster)."""
+    return (PY, '-S', '-c', code)
+
+
+class RecordingProtocol(asyncio.SubprocessProtocol):
+    """Records every call, in order; ``done`` resolves at connection_lost."""
+
+    def __init__(self, loop):
+        self.events = []
+        self.data = {1: bytearray(), 2: bytearray()}
+        self.exited = loop.create_future()
+        self.done = loop.create_future()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.events.append('connection_made')
+
+    def pipe_data_received(self, fd, data):
+        self.data[fd] += data
+
+    def pipe_connection_lost(self, fd, exc):
+        self.events.append(('pipe_connection_lost', fd, exc))
+
+    def process_exited(self):
+        self.events.append('process_exited')
+        self.exited.set_result(self.transport.get_returncode())
+
+    def connection_lost(self, exc):
+        self.events.append(('connection_lost', exc))
+        self.done.set_result(None)
+
+
+# --- data through the pipes ---------------------------------------------------
+
+def test_echo_through_cat_both_ways(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            'cat', stdin=PIPE, stdout=PIPE)
+        lines = []
+        for i in range(5):
+            proc.stdin.write(b'line %d\n' % i)
+            await proc.stdin.drain()
+            lines.append(await proc.stdout.readline())
+        proc.stdin.close()
+        assert await proc.stdout.read() == b''
+        return lines, await proc.wait()
+
+    lines, returncode = run(loop, main())
+    assert lines == [b'line %d\n' % i for i in range(5)]
+    assert returncode == 0
+
+
+def test_communicate(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            *py('import sys; data = sys.stdin.buffer.read(); '
+                'sys.stdout.buffer.write(data.upper()); '
+                'sys.stderr.buffer.write(b"err:" + data); sys.exit(4)'),
+            stdin=PIPE, stdout=PIPE, stderr=PIPE)
+        out, err = await proc.communicate(b'hello')
+        return out, err, proc.returncode
+
+    assert run(loop, main()) == (b'HELLO', b'err:hello', 4)
+
+
+def test_wait_returns_the_exit_code(loop):
+    async def main():
+        codes = []
+        for code in (0, 1, 7, 255):
+            proc = await asyncio.create_subprocess_exec('sh', '-c', f'exit {code}')
+            codes.append(await proc.wait())
+            assert proc.returncode == code
+        return codes
+
+    assert run(loop, main()) == [0, 1, 7, 255]
+
+
+def test_killed_by_a_signal_returns_minus_the_signal(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec('sh', '-c', 'kill -TERM $$')
+        by_itself = await proc.wait()
+        proc = await asyncio.create_subprocess_exec(
+            *py('import os, signal; os.kill(os.getpid(), signal.SIGUSR1)'))
+        by_usr1 = await proc.wait()
+        return by_itself, by_usr1
+
+    assert run(loop, main()) == (-signal.SIGTERM, -signal.SIGUSR1)
+
+
+@pytest.mark.parametrize('how, expected', [
+    ('terminate', -signal.SIGTERM),
+    ('kill', -signal.SIGKILL),
+    ('send_signal', 3),
+])
+def test_terminate_kill_send_signal(loop, how, expected):
+    # The child says "ready" once its SIGUSR1 handler is in place.
+    code = ('import signal, sys, time\n'
+            'signal.signal(signal.SIGUSR1, lambda *a: sys.exit(3))\n'
+            'print("ready", flush=True)\n'
+            'while True: time.sleep(10)\n')
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(*py(code), stdout=PIPE)
+        assert await proc.stdout.readline() == b'ready\n'
+        if how == 'send_signal':
+            proc.send_signal(signal.SIGUSR1)
+        else:
+            getattr(proc, how)()
+        return await proc.wait()
+
+    assert run(loop, main()) == expected
+
+
+def test_signals_after_exit_raise_process_lookup_error(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec('true')
+        await proc.wait()
+        for send in (proc.kill, proc.terminate,
+                     lambda: proc.send_signal(signal.SIGUSR1)):
+            with pytest.raises(ProcessLookupError):
+                send()
+
+    run(loop, main())
+
+
+# --- redirections -------------------------------------------------------------
+
+def test_devnull_stdin_stdout_stderr(loop):
+    async def main():
+        # stdin from /dev/null: cat sees EOF at once.
+        proc = await asyncio.create_subprocess_exec(
+            'cat', stdin=DEVNULL, stdout=PIPE)
+        out, _ = await proc.communicate()
+        assert out == b'' and proc.returncode == 0
+        # Output to /dev/null: nothing to read, no pipe transport for it.
+        proc = await asyncio.create_subprocess_exec(
+            *py('import sys; print("x"); print("y", file=sys.stderr)'),
+            stdout=DEVNULL, stderr=DEVNULL)
+        assert proc.stdout is None and proc.stderr is None
+        assert proc._transport.get_pipe_transport(1) is None
+        assert await proc.wait() == 0
+
+    run(loop, main())
+
+
+def test_stderr_to_stdout(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            *py('import sys, os; os.write(1, b"out,"); os.write(2, b"err")'),
+            stdout=PIPE, stderr=STDOUT)
+        assert proc.stderr is None
+        out, err = await proc.communicate()
+        return out, err
+
+    assert run(loop, main()) == (b'out,err', None)
+
+
+def test_stdout_to_an_fd_and_to_a_file_object(loop, tmp_path):
+    path_fd = tmp_path / 'by_fd'
+    path_file = tmp_path / 'by_file'
+
+    async def main():
+        fd = os.open(path_fd, os.O_WRONLY | os.O_CREAT)
+        try:
+            proc = await asyncio.create_subprocess_exec('echo', 'to an fd',
+                                                        stdout=fd)
+            assert await proc.wait() == 0
+        finally:
+            os.close(fd)
+        with open(path_file, 'wb') as f:
+            proc = await asyncio.create_subprocess_exec(
+                'sh', '-c', 'echo to a file >&2', stderr=f)
+            assert await proc.wait() == 0
+        with open(path_file, 'rb') as f:
+            # And stdin from a file object.
+            proc = await asyncio.create_subprocess_exec('cat', stdin=f,
+                                                        stdout=PIPE)
+            out, _ = await proc.communicate()
+        return out
+
+    assert run(loop, main()) == b'to a file\n'
+    assert path_fd.read_bytes() == b'to an fd\n'
+
+
+def test_pass_fds(loop):
+    r, w = os.pipe()
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            *py(f'import os; os.write({w}, b"through fd {w}")'),
+            pass_fds=(w,))
+        return await proc.wait()
+
+    try:
+        assert run(loop, main()) == 0
+        os.close(w)
+        assert os.read(r, 100) == b'through fd %d' % w
+    finally:
+        os.close(r)
+
+
+def test_start_new_session(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            *py('import os; print(os.getsid(0) == os.getpid())'),
+            stdout=PIPE, start_new_session=True)
+        out, _ = await proc.communicate()
+        return out
+
+    assert run(loop, main()) == b'True\n'
+
+
+def test_preexec_fn(loop):
+    async def main():
+        # preexec_fn runs in the child before exec: it puts the child in a
+        # process group of its own.
+        with warnings.catch_warnings():
+            # 3.12 warns about preexec_fn with threads running (the asyncio
+            # loop's watcher thread).
+            warnings.simplefilter('ignore', DeprecationWarning)
+            proc = await asyncio.create_subprocess_exec(
+                *py('import os; print(os.getpgid(0) == os.getpid())'),
+                stdout=PIPE, preexec_fn=lambda: os.setpgid(0, 0))
+        out, _ = await proc.communicate()
+        return out
+
+    assert run(loop, main()) == b'True\n'
+
+
+def test_cwd_and_env(loop, tmp_path):
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            *py('import os; print(os.getcwd()); print(os.environ["MINLOOP_X"])'),
+            stdout=PIPE, cwd=tmp_path,
+            env={'MINLOOP_X': 'from env', 'PATH': os.environ.get('PATH', '')})
+        out, _ = await proc.communicate()
+        return out.decode().splitlines()
+
+    assert run(loop, main()) == [os.path.realpath(tmp_path), 'from env']
+
+
+def test_shell_pipeline(loop):
+    async def main():
+        proc = await asyncio.create_subprocess_shell(
+            "printf 'b\\na\\nc\\n' | sort | tr a-z A-Z; exit 5", stdout=PIPE)
+        out, _ = await proc.communicate()
+        return out, proc.returncode
+
+    assert run(loop, main()) == (b'A\nB\nC\n', 5)
+
+
+# --- volume and concurrency -----------------------------------------------------
+
+@pytest.mark.timeout(180)
+def test_100_mb_through_cat(loop):
+    chunk = bytes(range(256)) * 4096           # 1 MiB
+    total_chunks = 100
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE,
+                                                    stdout=PIPE)
+        sent = hashlib.sha256()
+
+        async def feed():
+            for i in range(total_chunks):
+                # Every chunk differs, so a reordering or a loss shows.
+                data = i.to_bytes(4, 'big') + chunk[4:]
+                sent.update(data)
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+            proc.stdin.close()
+
+        received = hashlib.sha256()
+        size = 0
+        feeder = asyncio.ensure_future(feed())
+        while True:
+            data = await proc.stdout.read(1 << 20)
+            if not data:
+                break
+            received.update(data)
+            size += len(data)
+        await feeder
+        assert await proc.wait() == 0
+        return size, sent.hexdigest(), received.hexdigest()
+
+    size, sent, received = run(loop, main(), timeout=170)
+    assert size == total_chunks * len(chunk)
+    assert received == sent
+
+
+@pytest.mark.timeout(120)
+def test_200_concurrent_short_lived_subprocesses(loop):
+    async def one(i):
+        proc = await asyncio.create_subprocess_exec(
+            'sh', '-c', f'exit {i % 256}',
+            stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+        return await proc.wait()
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(200)))
+
+    assert run(loop, main(), timeout=110) == [i % 256 for i in range(200)]
+
+
+def test_subprocess_from_a_loop_in_a_non_main_thread(loop):
+    results = []
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec(
+            'cat', stdin=PIPE, stdout=PIPE)
+        out, _ = await proc.communicate(b'from a thread')
+        killed = await asyncio.create_subprocess_exec('sleep', '30')
+        killed.kill()
+        return out, proc.returncode, await killed.wait()
+
+    def in_thread():
+        try:
+            results.append(run(loop, main()))
+        except BaseException as exc:  # reported by the assertion below
+            results.append(exc)
+
+    thread = threading.Thread(target=in_thread)
+    thread.start()
+    thread.join(60)
+    assert results == [(b'from a thread', 0, -signal.SIGKILL)]
+
+
+# --- file descriptors -------------------------------------------------------------
+
+def test_no_fd_leak(loop, open_fds, assert_no_fd_leak):
+    async def spawn_all_kinds():
+        proc = await asyncio.create_subprocess_exec(
+            'cat', stdin=PIPE, stdout=PIPE, stderr=PIPE)
+        await proc.communicate(b'x')
+        proc = await asyncio.create_subprocess_exec('sleep', '30', stdin=PIPE,
+                                                    stdout=PIPE)
+        proc.kill()
+        await proc.wait()
+        proc = await asyncio.create_subprocess_shell('exit 3', stdout=PIPE)
+        await proc.wait()
+        with pytest.raises(FileNotFoundError):
+            await asyncio.create_subprocess_exec('/nonexistent/minloop-x',
+                                                 stdin=PIPE, stdout=PIPE)
+
+    # A first run lets the loop open what it keeps (asyncio's watcher, ...).
+    run(loop, spawn_all_kinds())
+    before = open_fds()
+    run(loop, spawn_all_kinds())
+    gc.collect()
+    assert_no_fd_leak(before, 'subprocesses')
+
+
+def test_child_does_not_inherit_the_loops_fds(loop):
+    # close_fds=False: only the close-on-exec flag keeps the loop's own fds
+    # (poller, wake-up fd, the pidfds of other children, pipes) out of the
+    # child.
+    lister = ('import os\n'
+              'for name in os.listdir("/proc/self/fd"):\n'
+              '    try: print(name, os.readlink("/proc/self/fd/" + name))\n'
+              '    except OSError: pass\n')
+
+    async def main():
+        loop.add_signal_handler(signal.SIGUSR2, lambda: None)
+        try:
+            other = await asyncio.create_subprocess_exec(
+                'cat', stdin=PIPE, stdout=PIPE)
+            proc = await asyncio.create_subprocess_exec(
+                *py(lister), stdout=PIPE, close_fds=False)
+            out, _ = await proc.communicate()
+            other.stdin.close()
+            await other.wait()
+            return out.decode()
+        finally:
+            loop.remove_signal_handler(signal.SIGUSR2)
+
+    listing = run(loop, main())
+    targets = [line.split(' ', 1)[1] for line in listing.splitlines()]
+    for kind in ('eventpoll', 'eventfd', 'pidfd', 'socket:'):
+        assert not [t for t in targets if kind in t], listing
+
+
+# --- arguments asyncio refuses --------------------------------------------------
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'universal_newlines': True}, 'universal_newlines must be False'),
+    ({'bufsize': 4096}, 'bufsize must be 0'),
+    ({'text': True}, 'text must be False'),
+    ({'encoding': 'utf-8'}, 'encoding must be None'),
+    ({'errors': 'strict'}, 'errors must be None'),
+])
+def test_bad_arguments_raise_asyncios_value_errors(loop, kwargs, message):
+    async def main():
+        with pytest.raises(ValueError, match=f'^{message}$'):
+            await loop.subprocess_exec(asyncio.SubprocessProtocol, 'true',
+                                       **kwargs)
+        with pytest.raises(ValueError, match=f'^{message}$'):
+            await loop.subprocess_shell(asyncio.SubprocessProtocol, 'true',
+                                        **kwargs)
+        with pytest.raises(ValueError):
+            await asyncio.create_subprocess_exec('true', **kwargs)
+
+    run(loop, main())
+
+
+def test_shell_and_exec_mixed_up(loop):
+    async def main():
+        with pytest.raises(ValueError, match='^shell must be False$'):
+            await loop.subprocess_exec(asyncio.SubprocessProtocol, 'true',
+                                       shell=True)
+        with pytest.raises(ValueError, match='^shell must be True$'):
+            await loop.subprocess_shell(asyncio.SubprocessProtocol, 'true',
+                                        shell=False)
+        with pytest.raises(ValueError, match='^cmd must be a string$'):
+            await loop.subprocess_shell(asyncio.SubprocessProtocol,
+                                        ['ls', '-l'])
+        # The program's own type is Popen's to check.
+        with pytest.raises(TypeError):
+            await loop.subprocess_exec(asyncio.SubprocessProtocol, 42)
+        with pytest.raises(FileNotFoundError):
+            await loop.subprocess_exec(asyncio.SubprocessProtocol,
+                                       '/nonexistent/minloop-x')
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', ResourceWarning)
+        run(loop, main())
+        gc.collect()
+
+
+# --- the protocol's calls, and close() ------------------------------------------
+
+def test_process_exits_before_its_pipes_close(loop):
+    # sh exits at once; the cat it started in the background (its stdin
+    # redirected: an asynchronous list reads /dev/null otherwise) holds
+    # the stdout pipe, and reads the stdin pipe we hold: the exit is
+    # reported first, connection_lost waits for the pipes.
+    async def main():
+        transport, proto = await loop.subprocess_shell(
+            lambda: RecordingProtocol(loop), 'exec 3<&0; cat <&3 3<&- & exit 0',
+            stderr=DEVNULL)
+        assert await proto.exited == 0
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not proto.done.done()
+        assert ('pipe_connection_lost', 1, None) not in proto.events
+        transport.get_pipe_transport(0).write(b'late output')
+        transport.get_pipe_transport(0).close()
+        await proto.done
+        transport.close()
+        return proto
+
+    proto = run(loop, main())
+    assert proto.data[1] == b'late output'
+    assert proto.events[0] == 'connection_made'
+    assert proto.events.index('process_exited') < proto.events.index(
+        ('pipe_connection_lost', 1, None))
+    assert proto.events[-1] == ('connection_lost', None)
+    assert sorted(e for e in proto.events if e[0] == 'pipe_connection_lost') \
+        == [('pipe_connection_lost', 0, None), ('pipe_connection_lost', 1, None)]
+
+
+def test_pipes_close_before_the_process_exits(loop):
+    code = ('import os, sys, time\n'
+            'os.write(1, b"bye")\n'
+            'os.close(0); os.close(1); os.close(2)\n'
+            'while True: time.sleep(10)\n')
+
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), *py(code))
+        while sum(1 for e in proto.events
+                  if e[0] == 'pipe_connection_lost') < 3:
+            await asyncio.sleep(0.01)
+        assert 'process_exited' not in proto.events
+        assert transport.get_returncode() is None
+        transport.kill()
+        await proto.done
+        transport.close()
+        return transport, proto
+
+    transport, proto = run(loop, main())
+    assert proto.data[1] == b'bye'
+    assert proto.events[-2:] == ['process_exited', ('connection_lost', None)]
+    assert transport.get_returncode() == -signal.SIGKILL
+    with pytest.raises(ProcessLookupError):
+        transport.kill()
+
+
+def test_close_kills_a_running_child(loop):
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), 'sleep', '30')
+        assert transport.get_returncode() is None
+        pid = transport.get_pid()
+        transport.close()
+        assert transport.is_closing()
+        await proto.done
+        return pid, transport.get_returncode()
+
+    pid, returncode = run(loop, main())
+    assert returncode == -signal.SIGKILL
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)   # reaped
+
+
+def test_unclosed_transport_warns(loop):
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), 'true',
+            stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+        await proto.done
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        proto.transport = None
+        return proto
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        run(loop, main())
+        gc.collect()
+    assert any(issubclass(w.category, ResourceWarning)
+               and 'unclosed transport' in str(w.message) for w in caught)
+
+
+# --- minloop's own promises -----------------------------------------------------
+
+@pytest.fixture
+def no_pidfd(minloop_only, monkeypatch):
+    """The fallback path: as on a system without pidfd_open."""
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', False)
+
+
+def test_fallback_thread_without_pidfd(loop, no_pidfd):
+    async def main():
+        proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE,
+                                                    stdout=PIPE)
+        out, _ = await proc.communicate(b'no pidfd')
+        procs = [await asyncio.create_subprocess_exec('sh', '-c', f'exit {i}')
+                 for i in range(10)]
+        codes = await asyncio.gather(*(proc.wait() for proc in procs))
+        killed = await asyncio.create_subprocess_exec('sleep', '30')
+        killed.kill()
+        return out, codes, await killed.wait()
+
+    assert run(loop, main()) == (b'no pidfd', list(range(10)), -signal.SIGKILL)
+
+
+def test_fallback_thread_from_a_non_main_thread(loop, no_pidfd):
+    test_subprocess_from_a_loop_in_a_non_main_thread(loop)
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+def test_no_watcher_thread_and_no_sigchld_handler(loop, minloop_only):
+    threads = set(threading.enumerate())
+    sigchld = signal.getsignal(signal.SIGCHLD)
+
+    async def main():
+        procs = [await asyncio.create_subprocess_exec('sleep', '30')
+                 for _ in range(3)]
+        assert set(threading.enumerate()) == threads
+        for proc in procs:
+            proc.kill()
+        return [await proc.wait() for proc in procs]
+
+    assert run(loop, main()) == [-signal.SIGKILL] * 3
+    assert signal.getsignal(signal.SIGCHLD) == sigchld
+
+
+def test_status_reaped_through_popen_is_kept(loop, minloop_only):
+    # The user reaps the child with the Popen object
+    # (get_extra_info('subprocess')) before the loop sees the exit: the
+    # transport still reports the real status.  (asyncio's threaded
+    # watcher loses it and reports 255.)
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), 'sh', '-c', 'exit 5',
+            stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+        assert transport.get_extra_info('subprocess').wait() == 5
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return returncode
+
+    assert run(loop, main()) == 5
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+@pytest.mark.parametrize('errno_name, pidfd_kept', [
+    ('EMFILE', True),    # this child only: later children get pidfds again
+    ('ENOSYS', False),   # the kernel has none: never tried again
+    ('EPERM', False),    # refused by a seccomp filter: never tried again
+])
+def test_pidfd_open_failure_falls_back_to_a_thread(
+        loop, minloop_only, monkeypatch, errno_name, pidfd_kept):
+    import errno
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', True)
+    real_pidfd_open = os.pidfd_open
+    calls = []
+
+    def failing_once(pid, *args):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise OSError(getattr(errno, errno_name), 'refused')
+        return real_pidfd_open(pid, *args)
+
+    monkeypatch.setattr(os, 'pidfd_open', failing_once)
+
+    async def main():
+        codes = []
+        for code in (3, 4):
+            proc = await asyncio.create_subprocess_exec('sh', '-c', f'exit {code}')
+            codes.append(await proc.wait())
+        return codes
+
+    assert run(loop, main()) == [3, 4]
+    assert ml_subprocess._PidfdSupport.usable is pidfd_kept
+    assert len(calls) == (2 if pidfd_kept else 1)
