@@ -37,6 +37,7 @@ Where it is fast, and why that keeps asyncio's semantics:
 """
 
 import io as _io
+import os as _os
 import socket as _socket
 
 from asyncio import base_events as _aio_base
@@ -51,7 +52,6 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
 from libc.errno cimport errno, EINTR, ENOTCONN
 from libc.stdint cimport int64_t
-from posix.stat cimport struct_stat, fstat
 from posix.types cimport off_t
 from posix.unistd cimport lseek, SEEK_SET
 
@@ -84,6 +84,7 @@ cdef int _SOL_SOCKET = _socket.SOL_SOCKET
 cdef int _SO_ERROR = _socket.SO_ERROR
 cdef object _SendfileNotAvailableError = _aio_exceptions.SendfileNotAvailableError
 cdef object _UnsupportedOperation = _io.UnsupportedOperation
+cdef object _os_fstat = _os.fstat
 # 3.13 caps a sendfile() chunk so that it fits a 32-bit ssize_t too; where
 # ssize_t has 64 bits the cap changes nothing, so every version gets it.
 cdef Py_ssize_t _MAX_CHUNK = PY_SSIZE_T_MAX // 2 + 1
@@ -423,21 +424,25 @@ cdef class _SendfileWait(_SockWait):
     cdef object _begin(self, object sock, object file, object offset, object count):
         """asyncio's _sock_sendfile_native up to its first sendfile(), then
         the first step: the bytes sent, or _AGAIN to wait for the socket."""
-        cdef struct_stat st
         cdef int fileno
+        cdef int64_t fsize
         if not SENDFILE_AVAILABLE:
             raise _SendfileNotAvailableError("os.sendfile() is not available")
         try:
             fileno = file.fileno()
         except (AttributeError, _UnsupportedOperation):
             raise _SendfileNotAvailableError("not a regular file")
-        if fstat(fileno, &st) < 0:
+        # os.fstat, not fstat(2) from C: glibc 2.33 made that a new symbol,
+        # and the wheels promise glibc 2.17 (manylinux_2_17).
+        try:
+            fsize = _os_fstat(fileno).st_size
+        except OSError:
             raise _SendfileNotAvailableError("not a regular file")
-        if not count and not st.st_size:
+        if not count and not fsize:
             return 0   # an empty file
         self.sock = sock
         self.fileno = fileno
-        self.fsize = st.st_size
+        self.fsize = fsize
         # Python ints too large for sendfile() fail here with the
         # OverflowError os.sendfile() raises for them.
         self.count = count if count else 0
