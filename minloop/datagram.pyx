@@ -46,6 +46,7 @@ from libc.string cimport memcmp, memcpy, memset, strlen
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
+from .fatal_error cimport report_fatal_error
 from .oserrors cimport os_error, would_block
 
 
@@ -316,16 +317,8 @@ cdef class DatagramTransport(DatagramTransportBase):
 
     def _fatal_error(self, exc, message='Fatal error on transport'):
         # Should be called from exception handler only.
-        if isinstance(exc, OSError):
-            if self._loop.get_debug():
-                _logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler({
-                'message': message,
-                'exception': exc,
-                'transport': self,
-                'protocol': self._protocol,
-            })
+        report_fatal_error(self._loop, self._loop.get_debug(), self, self._protocol,
+                           exc, message, isinstance(exc, OSError))
         self._force_close(exc)
 
     def _force_close(self, exc):

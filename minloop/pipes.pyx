@@ -39,6 +39,7 @@ from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
+from .fatal_error cimport report_fatal_error
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 
 
@@ -253,16 +254,9 @@ cdef class ReadPipeTransport(ReadTransportBase):
     def _fatal_error(self, exc, message='Fatal error on pipe transport'):
         # EIO is how a pty master reads once its slave is closed: the end of
         # the stream, not an error worth reporting.
-        if isinstance(exc, OSError) and exc.errno == EIO:
-            if self._core._debug:
-                _logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler({
-                'message': message,
-                'exception': exc,
-                'transport': self,
-                'protocol': self._protocol,
-            })
+        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
+                           exc, message,
+                           isinstance(exc, OSError) and exc.errno == EIO)
         self._close(exc)
 
     cdef _close(self, exc):
@@ -529,16 +523,8 @@ cdef class WritePipeTransport(WriteTransportBase):
 
     def _fatal_error(self, exc, message='Fatal error on pipe transport'):
         # Called from an exception handler only.
-        if isinstance(exc, OSError):
-            if self._core._debug:
-                _logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler({
-                'message': message,
-                'exception': exc,
-                'transport': self,
-                'protocol': self._protocol,
-            })
+        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
+                           exc, message, isinstance(exc, OSError))
         self._close(exc)
 
     cdef _close(self, exc):

@@ -38,6 +38,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX
 from .flow_control cimport tell_protocol, water_marks
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
+from .fatal_error cimport report_fatal_error
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .transport_bases cimport StreamTransportBase
 
@@ -530,16 +531,8 @@ cdef class SocketTransport(StreamTransportBase):
 
     def _fatal_error(self, exc, message='Fatal error on transport'):
         # Called from an exception handler only.
-        if isinstance(exc, OSError):
-            if self._core._debug:
-                _logger.debug("%r: %s", self, message, exc_info=True)
-        else:
-            self._loop.call_exception_handler({
-                'message': message,
-                'exception': exc,
-                'transport': self,
-                'protocol': self._protocol,
-            })
+        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
+                           exc, message, isinstance(exc, OSError))
         self._force_close(exc)
 
     def _force_close(self, exc):
