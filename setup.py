@@ -55,6 +55,7 @@ extensions = [
     Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
     Extension("minloop.datagram", ["minloop/datagram.pyx"], **transport_common),
     Extension("minloop.pipes", ["minloop/pipes.pyx"], **transport_common),
+    Extension("minloop.tls", ["minloop/tls.pyx"], **transport_common),
 ]
 
 setup(

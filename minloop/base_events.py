@@ -11,6 +11,7 @@ Python version exactly.
 import asyncio
 import os
 import socket
+import ssl
 import warnings
 import weakref
 
@@ -18,12 +19,12 @@ from asyncio import base_events as _aio_base
 from asyncio import coroutines as _aio_coroutines
 from asyncio import constants as _aio_constants
 from asyncio import selector_events as _aio_selector
-from asyncio import sslproto as _aio_sslproto
 from asyncio import unix_events as _aio_unix
 
 from . import sock_ops as _sock_ops
 from .sendfile_fallback import sendfile_fallback as _sendfile_fallback
 from . import stream as _stream
+from . import tls as _tls
 from . import subprocess as _subprocess
 from .loop import LoopCore
 from .unix_events import SignalHandlingMixin
@@ -168,18 +169,50 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             server_side=False, server_hostname=None, extra=None, server=None,
             ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
             ssl_shutdown_timeout=None):
-        # asyncio's TLS layer is a protocol between the socket transport and
-        # the application's protocol; it runs unchanged over ours.
-        kwargs = {'ssl_handshake_timeout': ssl_handshake_timeout}
-        if _HAS_SSL_SHUTDOWN_TIMEOUT:
-            if ssl_shutdown_timeout is None:
-                ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
-            kwargs['ssl_shutdown_timeout'] = ssl_shutdown_timeout
-        ssl_protocol = _aio_sslproto.SSLProtocol(
+        # TLS is a protocol between the socket transport and the
+        # application's protocol: minloop's compiled one (tls.pyx), with
+        # asyncio 3.11+'s behaviour on every Python.
+        ssl_protocol = _tls.SSLProtocol(
             self, protocol, sslcontext, waiter, server_side, server_hostname,
-            **kwargs)
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout)
         _stream.SocketTransport(self, rawsock, ssl_protocol, None, extra,
                                 server)
+        return ssl_protocol._app_transport
+
+    async def start_tls(self, transport, protocol, sslcontext, *,
+                        server_side=False, server_hostname=None,
+                        ssl_handshake_timeout=None,
+                        ssl_shutdown_timeout=None):
+        """Upgrade transport to TLS; return the transport protocol
+        should use from now on (asyncio's start_tls, over the compiled
+        TLS protocol)."""
+        if not isinstance(sslcontext, ssl.SSLContext):
+            raise TypeError(
+                f'sslcontext is expected to be an instance of '
+                f'ssl.SSLContext, got {sslcontext!r}')
+        if not getattr(transport, '_start_tls_compatible', False):
+            raise TypeError(
+                f'transport {transport!r} is not supported by start_tls()')
+        waiter = self.create_future()
+        ssl_protocol = _tls.SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side,
+            server_hostname, call_connection_made=False,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout)
+        # Paused first, so the TLS protocol cannot get data before its
+        # connection_made.
+        transport.pause_reading()
+        transport.set_protocol(ssl_protocol)
+        conmade_cb = self.call_soon(ssl_protocol.connection_made, transport)
+        resume_cb = self.call_soon(transport.resume_reading)
+        try:
+            await waiter
+        except BaseException:
+            transport.close()
+            conmade_cb.cancel()
+            resume_cb.cancel()
+            raise
         return ssl_protocol._app_transport
 
     def _start_serving(self, protocol_factory, sock, sslcontext=None,
@@ -224,7 +257,7 @@ for _name in ('create_connection', '_connect_sock',
               '_create_connection_transport', 'create_server',
               '_create_server_getaddrinfo', 'connect_accepted_socket',
               'start_tls'):
-    if hasattr(_BaseEventLoop, _name):
+    if hasattr(_BaseEventLoop, _name) and _name not in Loop.__dict__:
         setattr(Loop, _name, getattr(_BaseEventLoop, _name))
 for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
     setattr(Loop, _name, getattr(_BaseSelectorEventLoop, _name))

@@ -20,3 +20,7 @@ cdef extern from "transport_bases.h":
 
     ctypedef class minloop._transport_bases.SubprocessTransportBase [object MinloopTransportBase]:
         cdef object _extra
+
+    # asyncio.BufferedProtocol: no fields (its __slots__ is empty).
+    ctypedef class minloop._transport_bases.BufferedProtocolBase [object PyObject]:
+        pass

@@ -14,7 +14,8 @@
  *    their dealloc frees the object itself, as object's would.
  *
  * Each type adds nothing to asyncio's layout (see transport_bases.h), so the
- * `_extra` slot asyncio defines stays valid on our instances. */
+ * `_extra` slot asyncio defines stays valid on our instances.  The same holds
+ * for the one protocol base (BufferedProtocolBase, for the TLS protocol). */
 #define PY_SSIZE_T_CLEAN
 #include "transport_bases.h"
 
@@ -67,6 +68,79 @@ static PyType_Slot base_slots[] = {
     {Py_tp_dealloc, base_dealloc},
     {0, NULL},
 };
+
+/* ---- the protocol base ---------------------------------------------------- */
+
+/* asyncio's protocol classes declare __slots__ = (): their instances are a
+ * bare PyObject header, and so is the base of our compiled TLS protocol. */
+
+static PyObject *
+protocol_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return type->tp_alloc(type, 0);
+}
+
+static int
+protocol_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void
+protocol_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot protocol_slots[] = {
+    {Py_tp_new, protocol_new},
+    {Py_tp_traverse, protocol_traverse},
+    {Py_tp_dealloc, protocol_dealloc},
+    {0, NULL},
+};
+
+static int
+add_protocol_base(PyObject *module, const char *name, const char *asyncio_name)
+{
+    char qualname[96];
+    PyType_Spec spec = {
+        .name = qualname,
+        .basicsize = sizeof(PyObject),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+        .slots = protocol_slots,
+    };
+    PyObject *protocols, *base, *type;
+    int rc;
+
+    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
+    protocols = PyImport_ImportModule("asyncio.protocols");
+    if (protocols == NULL)
+        return -1;
+    base = PyObject_GetAttrString(protocols, asyncio_name);
+    Py_DECREF(protocols);
+    if (base == NULL)
+        return -1;
+    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(PyObject)) {
+        PyErr_Format(PyExc_ImportError,
+                     "asyncio.%s does not have the layout minloop was built for",
+                     asyncio_name);
+        Py_DECREF(base);
+        return -1;
+    }
+    type = PyType_FromSpecWithBases(&spec, base);
+    Py_DECREF(base);
+    if (type == NULL)
+        return -1;
+    rc = PyModule_AddObject(module, name, type);
+    if (rc < 0)
+        Py_DECREF(type);
+    return rc;
+}
 
 /* ---- the module ---------------------------------------------------------- */
 
@@ -159,7 +233,7 @@ exec_module(PyObject *module)
         }
     }
     Py_DECREF(transports);
-    return 0;
+    return add_protocol_base(module, "BufferedProtocolBase", "BufferedProtocol");
 }
 
 static PyModuleDef_Slot module_slots[] = {
