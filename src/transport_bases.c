@@ -103,45 +103,6 @@ static PyType_Slot protocol_slots[] = {
     {0, NULL},
 };
 
-static int
-add_protocol_base(PyObject *module, const char *name, const char *asyncio_name)
-{
-    char qualname[96];
-    PyType_Spec spec = {
-        .name = qualname,
-        .basicsize = sizeof(PyObject),
-        .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-        .slots = protocol_slots,
-    };
-    PyObject *protocols, *base, *type;
-    int rc;
-
-    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
-    protocols = PyImport_ImportModule("asyncio.protocols");
-    if (protocols == NULL)
-        return -1;
-    base = PyObject_GetAttrString(protocols, asyncio_name);
-    Py_DECREF(protocols);
-    if (base == NULL)
-        return -1;
-    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(PyObject)) {
-        PyErr_Format(PyExc_ImportError,
-                     "asyncio.%s does not have the layout minloop was built for",
-                     asyncio_name);
-        Py_DECREF(base);
-        return -1;
-    }
-    type = PyType_FromSpecWithBases(&spec, base);
-    Py_DECREF(base);
-    if (type == NULL)
-        return -1;
-    rc = PyModule_AddObject(module, name, type);
-    if (rc < 0)
-        Py_DECREF(type);
-    return rc;
-}
-
 /* ---- the module ---------------------------------------------------------- */
 
 /* (name of our type, the asyncio class it extends, a second one or NULL).
@@ -156,15 +117,15 @@ static const char *const bases[][3] = {
     {"SubprocessTransportBase", "SubprocessTransport", NULL},
 };
 
-/* A new reference to asyncio.transports.<name>, checked to have the
- * layout transport_bases.h describes. */
+/* A new reference to <module>.<name>, checked to be a class whose instances
+ * are `size` bytes: the layout our type extends. */
 static PyObject *
-asyncio_base(PyObject *transports, const char *asyncio_name)
+asyncio_base(PyObject *module, const char *asyncio_name, Py_ssize_t size)
 {
-    PyObject *base = PyObject_GetAttrString(transports, asyncio_name);
+    PyObject *base = PyObject_GetAttrString(module, asyncio_name);
     if (base == NULL)
         return NULL;
-    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != sizeof(MinloopTransportBase)) {
+    if (!PyType_Check(base) || ((PyTypeObject *)base)->tp_basicsize != size) {
         PyErr_Format(PyExc_ImportError,
                      "asyncio.%s does not have the layout minloop was built for",
                      asyncio_name);
@@ -174,48 +135,72 @@ asyncio_base(PyObject *transports, const char *asyncio_name)
     return base;
 }
 
+/* Adds minloop._transport_bases.<name>: a heap type over `bases` (a class
+ * or a tuple of them) with that layout and those slots. */
 static int
-add_base_type(PyObject *module, PyObject *transports, const char *const names[3])
+add_type(PyObject *module, const char *name, PyObject *bases,
+         Py_ssize_t basicsize, PyType_Slot *slots)
 {
     char qualname[96];
     PyType_Spec spec = {
         .name = qualname,
-        .basicsize = sizeof(MinloopTransportBase),
+        .basicsize = (int)basicsize,
         .itemsize = 0,
         .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-        .slots = base_slots,
+        .slots = slots,
     };
-    PyObject *first, *second, *type;
+    PyObject *type;
     int rc;
 
     /* libc's snprintf, not PyOS_snprintf: a module that needs nothing from
      * libc is not linked to it, and auditwheel then cannot tell which libc
      * the wheel needs (InvalidLibcError). */
-    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", names[0]);
-    first = asyncio_base(transports, names[1]);
-    if (first == NULL)
-        return -1;
-    if (names[2] == NULL) {
-        type = PyType_FromSpecWithBases(&spec, first);
-    }
-    else {
-        PyObject *pair;
-        second = asyncio_base(transports, names[2]);
-        if (second == NULL) {
-            Py_DECREF(first);
-            return -1;
-        }
-        pair = PyTuple_Pack(2, first, second);
-        Py_DECREF(second);
-        type = pair == NULL ? NULL : PyType_FromSpecWithBases(&spec, pair);
-        Py_XDECREF(pair);
-    }
-    Py_DECREF(first);
+    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
+    type = PyType_FromSpecWithBases(&spec, bases);
     if (type == NULL)
         return -1;
-    rc = PyModule_AddObject(module, names[0], type);
+    rc = PyModule_AddObject(module, name, type);
     if (rc < 0)
         Py_DECREF(type);
+    return rc;
+}
+
+static int
+add_transport_base(PyObject *module, PyObject *transports, const char *const names[3])
+{
+    const Py_ssize_t size = sizeof(MinloopTransportBase);
+    PyObject *bases = asyncio_base(transports, names[1], size);
+    int rc;
+
+    if (bases != NULL && names[2] != NULL) {
+        PyObject *second = asyncio_base(transports, names[2], size);
+        PyObject *pair = second == NULL ? NULL : PyTuple_Pack(2, bases, second);
+        Py_XDECREF(second);
+        Py_DECREF(bases);
+        bases = pair;
+    }
+    if (bases == NULL)
+        return -1;
+    rc = add_type(module, names[0], bases, size, base_slots);
+    Py_DECREF(bases);
+    return rc;
+}
+
+static int
+add_protocol_base(PyObject *module)
+{
+    PyObject *protocols = PyImport_ImportModule("asyncio.protocols");
+    PyObject *base;
+    int rc;
+
+    if (protocols == NULL)
+        return -1;
+    base = asyncio_base(protocols, "BufferedProtocol", sizeof(PyObject));
+    Py_DECREF(protocols);
+    if (base == NULL)
+        return -1;
+    rc = add_type(module, "BufferedProtocolBase", base, sizeof(PyObject), protocol_slots);
+    Py_DECREF(base);
     return rc;
 }
 
@@ -227,13 +212,13 @@ exec_module(PyObject *module)
     if (transports == NULL)
         return -1;
     for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-        if (add_base_type(module, transports, bases[i]) < 0) {
+        if (add_transport_base(module, transports, bases[i]) < 0) {
             Py_DECREF(transports);
             return -1;
         }
     }
     Py_DECREF(transports);
-    return add_protocol_base(module, "BufferedProtocolBase", "BufferedProtocol");
+    return add_protocol_base(module);
 }
 
 static PyModuleDef_Slot module_slots[] = {
