@@ -153,7 +153,6 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
         # Ciphertext from the socket transport lands here (get_buffer), and
         # is copied into _incoming at once (buffer_updated).
-        bytearray _ssl_buffer
         object _ssl_buffer_view
 
         object _write_backlog         # app data not yet taken by SSL
@@ -201,8 +200,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
         if not sslcontext:
             sslcontext = _default_client_context(server_side, server_hostname)
 
-        self._ssl_buffer = bytearray(MAX_SIZE)
-        self._ssl_buffer_view = memoryview(self._ssl_buffer)
+        self._ssl_buffer_view = memoryview(bytearray(MAX_SIZE))
 
         self._server_side = server_side
         if server_hostname and not server_side:
@@ -319,12 +317,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
             self._handshake_timeout_handle = None
 
     def get_buffer(self, Py_ssize_t n):
-        cdef Py_ssize_t want = n
-        if want <= 0 or want > MAX_SIZE:
-            want = MAX_SIZE
-        if len(self._ssl_buffer) < want:
-            self._ssl_buffer = bytearray(want)
-            self._ssl_buffer_view = memoryview(self._ssl_buffer)
+        # The whole buffer for any hint, as asyncio's does.
         return self._ssl_buffer_view
 
     def buffer_updated(self, Py_ssize_t nbytes):
