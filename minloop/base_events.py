@@ -255,9 +255,8 @@ Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
 # version lacks are skipped).
 for _name in ('create_connection', '_connect_sock',
               '_create_connection_transport', 'create_server',
-              '_create_server_getaddrinfo', 'connect_accepted_socket',
-              'start_tls'):
-    if hasattr(_BaseEventLoop, _name) and _name not in Loop.__dict__:
+              '_create_server_getaddrinfo', 'connect_accepted_socket'):
+    if hasattr(_BaseEventLoop, _name):
         setattr(Loop, _name, getattr(_BaseEventLoop, _name))
 for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
     setattr(Loop, _name, getattr(_BaseSelectorEventLoop, _name))
