@@ -1,12 +1,14 @@
-# Write flow control shared by the stream and datagram transports: asyncio's
-# transports._FlowControlMixin, as functions the compiled transports inline.
+# Flow control shared by the stream, datagram, pipe transports and the
+# TLS layer: asyncio's transports._FlowControlMixin, as functions the compiled
+# code inlines.
 
 
-cdef inline tuple water_marks(high, low):
-    """(high, low) as asyncio's _set_write_buffer_limits settles them."""
+cdef inline tuple water_marks(high, low, default_high=64 * 1024):
+    """(high, low) as asyncio's _set_write_buffer_limits settles them (and
+    its TLS layer's add_flowcontrol_defaults, with another default_high)."""
     if high is None:
         if low is None:
-            high = 64 * 1024
+            high = default_high
         else:
             high = 4 * low
     if low is None:

@@ -46,6 +46,7 @@ cdef extern from "Python.h":
     # it becomes an object.
     PyObject *_new_bytes "PyBytes_FromStringAndSize" (const char *v, Py_ssize_t n) except NULL
 
+from .flow_control cimport water_marks
 from .transport_bases cimport BufferedProtocolBase, StreamTransportBase
 
 
@@ -92,21 +93,6 @@ cdef enum AppState:
     APP_CON_MADE
     APP_EOF
     APP_CON_LOST
-
-
-cdef tuple _water_marks(high, low, int kb):
-    """(high, low) as asyncio's sslproto.add_flowcontrol_defaults settles them."""
-    if high is None:
-        if low is None:
-            high = kb * 1024
-        else:
-            high = 4 * low
-    if low is None:
-        low = high // 4
-    if not high >= low >= 0:
-        raise ValueError('high (%r) must be >= low (%r) must be >= 0' %
-                         (high, low))
-    return (high, low)
 
 
 cdef object _default_client_context(bint server_side, server_hostname):
@@ -703,8 +689,8 @@ cdef class SSLProtocol(BufferedProtocolBase):
         return self._outgoing.pending + self._write_buffer_size
 
     cdef _set_write_buffer_limits(self, high=None, low=None):
-        self._outgoing_high_water, self._outgoing_low_water = _water_marks(
-            high, low, _HIGH_WATER_SSL_WRITE)
+        self._outgoing_high_water, self._outgoing_low_water = water_marks(
+            high, low, _HIGH_WATER_SSL_WRITE * 1024)
 
     cdef _resume_reading(self):
         if self._app_reading_paused:
@@ -729,8 +715,8 @@ cdef class SSLProtocol(BufferedProtocolBase):
             self._transport.resume_reading()
 
     cdef _set_read_buffer_limits(self, high=None, low=None):
-        self._incoming_high_water, self._incoming_low_water = _water_marks(
-            high, low, _HIGH_WATER_SSL_READ)
+        self._incoming_high_water, self._incoming_low_water = water_marks(
+            high, low, _HIGH_WATER_SSL_READ * 1024)
 
     # ------------------------------------------------------------------
     # Errors
