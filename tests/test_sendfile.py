@@ -121,6 +121,17 @@ async def connect(loop, sock):
     return await loop.create_connection(lambda: Proto(loop), sock=sock)
 
 
+async def start_sendfile(loop, sock, file, *, before=None):
+    """A transport on sock, `before` written to it, and loop.sendfile(file)
+    started on it (one loop iteration run): (transport, protocol, task)."""
+    tr, pr = await connect(loop, sock)
+    if before is not None:
+        tr.write(before)
+    task = asyncio.ensure_future(loop.sendfile(tr, file))
+    await asyncio.sleep(0)
+    return tr, pr, task
+
+
 # --- loop.sock_sendfile ------------------------------------------------------
 
 @pytest.mark.parametrize("offset, count, expected", [
@@ -457,9 +468,7 @@ def test_sendfile_write_during_sendfile(loop, small_pair, datafile, data):
     sender, peer = small_pair
 
     async def main():
-        tr, pr = await connect(loop, sender)
-        task = asyncio.ensure_future(loop.sendfile(tr, datafile))
-        await asyncio.sleep(0)
+        tr, pr, task = await start_sendfile(loop, sender, datafile)
         assert not task.done()
         with pytest.raises(RuntimeError, match="unable to write; sendfile is in progress"):
             tr.write(b"data")
@@ -519,9 +528,7 @@ def test_sendfile_cancelled(loop, small_pair, datafile, data):
     sender, peer = small_pair
 
     async def main():
-        tr, pr = await connect(loop, sender)
-        task = asyncio.ensure_future(loop.sendfile(tr, datafile))
-        await asyncio.sleep(0)
+        tr, pr, task = await start_sendfile(loop, sender, datafile)
         assert not task.done()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -542,10 +549,8 @@ def test_sendfile_aborted_while_waiting_for_the_buffer(loop, small_pair, datafil
     sender, peer = small_pair
 
     async def main():
-        tr, pr = await connect(loop, sender)
-        tr.write(b"x" * (1024 * 1024))   # more than the socket takes
-        task = asyncio.ensure_future(loop.sendfile(tr, datafile))
-        await asyncio.sleep(0)
+        # More than the socket takes.
+        tr, pr, task = await start_sendfile(loop, sender, datafile, before=b"x" * (1024 * 1024))
         tr.abort()
         with pytest.raises(ConnectionError, match="Connection is closed by peer"):
             await task
@@ -563,9 +568,7 @@ def test_sendfile_transport_closed_midway(loop, minloop_only, small_pair, datafi
     sender, peer = small_pair
 
     async def main():
-        tr, pr = await connect(loop, sender)
-        task = asyncio.ensure_future(loop.sendfile(tr, datafile))
-        await asyncio.sleep(0)
+        tr, pr, task = await start_sendfile(loop, sender, datafile)
         assert not task.done()
         getattr(tr, close)()
         with pytest.raises(ConnectionError, match="Connection is closed by peer"):
@@ -584,10 +587,7 @@ def test_sendfile_closed_while_waiting_for_the_buffer(loop, minloop_only, small_
     sender, peer = small_pair
 
     async def main():
-        tr, pr = await connect(loop, sender)
-        tr.write(b"x" * (1024 * 1024))
-        task = asyncio.ensure_future(loop.sendfile(tr, datafile))
-        await asyncio.sleep(0)
+        tr, pr, task = await start_sendfile(loop, sender, datafile, before=b"x" * (1024 * 1024))
         tr.close()
         received = await receive_all(loop, peer)
         with pytest.raises(ConnectionError, match="Connection is closed by peer"):
