@@ -578,18 +578,19 @@ cdef class SSLProtocol(BufferedProtocolBase):
                     offset = count
                     # Slices of a view: asyncio slices buf itself, and a
                     # bytearray's slice is a copy, so what it reads after a
-                    # short read is lost.
-                    view = memoryview(buf)
-                    while offset < wants:
-                        if not self._may_read():
-                            break
-                        count = self._sslobj_read(wants - offset, view[offset:])
-                        if count > 0:
-                            offset += count
+                    # short read is lost.  The view is released before
+                    # buffer_updated(), which may resize a bytearray.
+                    with memoryview(buf) as view:
+                        while offset < wants:
+                            if not self._may_read():
+                                break
+                            count = self._sslobj_read(wants - offset, view[offset:])
+                            if count > 0:
+                                offset += count
+                            else:
+                                break
                         else:
-                            break
-                    else:
-                        self._loop.call_soon(self._do_read)
+                            self._loop.call_soon(self._do_read)
         except _SSLAgainErrors:
             pass
         if offset > 0:
