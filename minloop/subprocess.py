@@ -12,9 +12,10 @@ unix_events._UnixSubprocessTransport), on our own machinery:
   its _make_read_pipe_transport/_make_write_pipe_transport hooks), as
   asyncio connects them;
 * its exit is seen without a child watcher: on Linux a pidfd
-  (os.pidfd_open) is a reader on the loop, readable once the child has
-  exited; elsewhere a thread per child waits for it (see _ExitWatch).  No
-  SIGCHLD handler is installed, so a loop running in any thread can start
+  (os.pidfd_open), on macOS/BSD a kqueue watching the pid (EVFILT_PROC), is
+  a reader on the loop, readable once the child has exited; where neither
+  can be had, a thread per child waits for it (see _ExitWatch).  No SIGCHLD
+  handler is installed, so a loop running in any thread can start
   subprocesses.
 
 The order of the protocol's calls is asyncio's: connection_made once every
@@ -31,6 +32,7 @@ import asyncio
 import collections
 import errno
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -77,32 +79,64 @@ def _open_pidfd(pid):
         return None
 
 
+# macOS and the BSDs: a kqueue can watch a pid for its exit.
+_HAVE_KQUEUE_PROC = hasattr(select, 'KQ_FILTER_PROC')
+
+
+def _open_exit_kqueue(pid):
+    """A kqueue of its own watching pid for its exit, or None.
+
+    The kqueue's fd is readable while it holds an event, and nothing here
+    takes the event out: once the child has exited it stays readable until
+    it is closed, as a pidfd does.  (Not the loop's poller: the loop's fd
+    table knows fds, and this gives the exit an fd of its own.)
+    """
+    if not _HAVE_KQUEUE_PROC:
+        return None
+    kq = select.kqueue()
+    try:
+        kq.control([select.kevent(pid, select.KQ_FILTER_PROC,
+                                  select.KQ_EV_ADD, select.KQ_NOTE_EXIT)], 0)
+    except OSError:
+        # ESRCH: some kernels refuse a child that has already exited; the
+        # fallback thread's wait() then reaps it at once.
+        kq.close()
+        return None
+    return kq
+
+
 class _ExitWatch:
     """Report a child's return code to transport._process_exited, once.
 
-    Linux: the pidfd is a reader on the loop.  A pidfd becomes readable when
-    the process exits; the process stays a zombie, its pid reserved, until it
-    is reaped, so the reap in Popen.poll() (waitpid(pid, WNOHANG), status
-    converted with os.waitstatus_to_exitcode: -N for a child killed by
-    signal N) cannot hit a recycled pid.
+    Where it can, it watches an fd that becomes readable when the child
+    exits, as a reader on the loop: on Linux a pidfd, on macOS/BSD a kqueue
+    with EVFILT_PROC/NOTE_EXIT for the pid.  The child stays a zombie, its
+    pid reserved, until it is reaped, so the reap in Popen.poll()
+    (waitpid(pid, WNOHANG), status converted with
+    os.waitstatus_to_exitcode: -N for a child killed by signal N) cannot hit
+    a recycled pid.
 
-    Elsewhere (macOS/BSD, kernels before 5.3, pidfd_open refused): a daemon
-    thread blocks in Popen.wait() and hands the return code to the loop with
+    Elsewhere (kernels before 5.3, pidfd_open refused): a daemon thread
+    blocks in Popen.wait() and hands the return code to the loop with
     call_soon_threadsafe -- asyncio's ThreadedChildWatcher idea, one thread
-    per child.  On kqueue, EVFILT_PROC/NOTE_EXIT in the poller is the
-    intended replacement for that thread (no extra thread, like the pidfd).
+    per child.
     """
 
-    __slots__ = ('_loop', '_proc', '_on_exit', '_pidfd')
+    __slots__ = ('_loop', '_proc', '_on_exit', '_exit_fd', '_kqueue')
 
     def __init__(self, loop, proc, on_exit):
         self._loop = loop
         self._proc = proc
         self._on_exit = on_exit
-        self._pidfd = _open_pidfd(proc.pid)
-        if self._pidfd is not None:
+        self._exit_fd = self._kqueue = None
+        self._exit_fd = _open_pidfd(proc.pid)
+        if self._exit_fd is None:
+            self._kqueue = _open_exit_kqueue(proc.pid)
+            if self._kqueue is not None:
+                self._exit_fd = self._kqueue.fileno()
+        if self._exit_fd is not None:
             try:
-                loop._add_reader(self._pidfd, self._pidfd_readable)
+                loop._add_reader(self._exit_fd, self._exit_fd_readable)
             except BaseException:
                 self.close()
                 raise
@@ -111,11 +145,11 @@ class _ExitWatch:
                              name=f'minloop-waitpid-{proc.pid}',
                              daemon=True).start()
 
-    def _pidfd_readable(self):
+    def _exit_fd_readable(self):
         returncode = self._proc.poll()
         if returncode is None:
             # Popen's lock is held by another thread inside Popen.wait() on
-            # this (exited) child; it reaps it at once, and the pidfd, still
+            # this (exited) child; it reaps it at once, and the fd, still
             # readable, brings us back here to read the status it stored.
             return
         self.close()
@@ -132,20 +166,27 @@ class _ExitWatch:
             # tell (the Popen object holds the status).
             pass
 
+    def _close_exit_fd(self):
+        fd, kq = self._exit_fd, self._kqueue
+        self._exit_fd = self._kqueue = None
+        if kq is not None:
+            kq.close()
+        elif fd is not None:
+            os.close(fd)
+        return fd
+
     def __del__(self):
-        # Only reached with the pidfd open if the loop was dropped with the
+        # Only reached with the fd open if the loop was dropped with the
         # child still running: the fd must not outlive us.
-        pidfd = getattr(self, '_pidfd', None)   # unset if __init__ failed
-        if pidfd is not None:
-            os.close(pidfd)
+        if hasattr(self, '_exit_fd'):    # unset if __init__ failed early
+            self._close_exit_fd()
 
     def close(self):
         """Stop watching (the exit was seen, or the loop is gone)."""
-        pidfd, self._pidfd = self._pidfd, None
-        if pidfd is not None:
-            if not self._loop.is_closed():
-                self._loop._remove_reader(pidfd)
-            os.close(pidfd)
+        fd = self._exit_fd
+        if fd is not None and not self._loop.is_closed():
+            self._loop._remove_reader(fd)
+        self._close_exit_fd()
 
 
 # --- the pipes' protocols -----------------------------------------------------

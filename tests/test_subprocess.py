@@ -6,13 +6,16 @@ thread, no SIGCHLD handler, a status reaped through the Popen object kept).
 """
 
 import asyncio
+import errno
 import gc
 import hashlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
+import types
 import warnings
 
 import pytest
@@ -554,9 +557,10 @@ def test_unclosed_transport_warns(loop):
 
 @pytest.fixture
 def no_pidfd(minloop_only, monkeypatch):
-    """The fallback path: as on a system without pidfd_open."""
+    """The fallback path: as on a system without pidfd_open or EVFILT_PROC."""
     from minloop import subprocess as ml_subprocess
     monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', False)
+    monkeypatch.setattr(ml_subprocess, '_HAVE_KQUEUE_PROC', False)
 
 
 def test_fallback_thread_without_pidfd(loop, no_pidfd):
@@ -578,7 +582,8 @@ def test_fallback_thread_from_a_non_main_thread(loop, no_pidfd):
     test_subprocess_from_a_loop_in_a_non_main_thread(loop)
 
 
-@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+@pytest.mark.skipif(not (hasattr(os, 'pidfd_open') or hasattr(select, 'KQ_FILTER_PROC')),
+                    reason='needs pidfd_open or kqueue EVFILT_PROC')
 def test_no_watcher_thread_and_no_sigchld_handler(loop, minloop_only):
     threads = set(threading.enumerate())
     sigchld = signal.getsignal(signal.SIGCHLD)
@@ -593,6 +598,85 @@ def test_no_watcher_thread_and_no_sigchld_handler(loop, minloop_only):
 
     assert run(loop, main()) == [-signal.SIGKILL] * 3
     assert signal.getsignal(signal.SIGCHLD) == sigchld
+
+
+class PidfdKqueue:
+    """select.kqueue as _open_exit_kqueue uses it, for Linux: the pid's
+    "EVFILT_PROC" registration is a pidfd, which is readable once the pid
+    has exited, as the kqueue is once it holds the NOTE_EXIT event."""
+
+    opened = []
+
+    def __init__(self):
+        self.fd = None
+        self.closed = False
+        PidfdKqueue.opened.append(self)
+
+    def control(self, changes, max_events):
+        (change,) = changes
+        assert (change.filter, change.flags, change.fflags) == (
+            select.KQ_FILTER_PROC, select.KQ_EV_ADD, select.KQ_NOTE_EXIT)
+        assert max_events == 0
+        self.fd = os.pidfd_open(change.ident)
+        return []
+
+    def fileno(self):
+        return self.fd
+
+    def close(self):
+        self.closed = True
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+@pytest.fixture
+def kqueue_exit_watch(minloop_only, monkeypatch):
+    """The macOS/BSD path, on Linux: no pidfd of its own, a kqueue instead."""
+    if not hasattr(os, 'pidfd_open'):
+        pytest.skip('the stand-in kqueue needs pidfd_open')
+    from minloop import subprocess as ml_subprocess
+    kevent = lambda ident, filter, flags, fflags: types.SimpleNamespace(
+        ident=ident, filter=filter, flags=flags, fflags=fflags)
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', False)
+    monkeypatch.setattr(ml_subprocess, '_HAVE_KQUEUE_PROC', True)
+    for name, value in (('kqueue', PidfdKqueue), ('kevent', kevent),
+                        ('KQ_FILTER_PROC', -5), ('KQ_EV_ADD', 1),
+                        ('KQ_NOTE_EXIT', 0x80000000)):
+        monkeypatch.setattr(select, name, value, raising=False)
+    PidfdKqueue.opened = []
+    return PidfdKqueue.opened
+
+
+def test_kqueue_exit_watch(loop, kqueue_exit_watch):
+    threads = set(threading.enumerate())
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE,
+                                                    stdout=PIPE)
+        out, _ = await proc.communicate(b'kqueue')
+        procs = [await asyncio.create_subprocess_exec('sh', '-c', f'exit {i}')
+                 for i in range(10)]
+        killed = await asyncio.create_subprocess_exec('sleep', '30')
+        assert set(threading.enumerate()) == threads    # no waiter thread
+        killed.kill()
+        return out, [await p.wait() for p in procs], await killed.wait()
+
+    assert run(loop, main()) == (b'kqueue', list(range(10)), -signal.SIGKILL)
+    assert len(kqueue_exit_watch) == 12
+    assert all(kq.closed for kq in kqueue_exit_watch)
+
+
+def test_kqueue_refusing_the_pid_falls_back_to_a_thread(loop, kqueue_exit_watch, monkeypatch):
+    def refuse(self, changes, max_events):
+        raise ProcessLookupError(errno.ESRCH, 'No such process')
+    monkeypatch.setattr(PidfdKqueue, 'control', refuse)
+
+    async def main():
+        proc = await asyncio.create_subprocess_exec('sh', '-c', 'exit 3')
+        return await proc.wait()
+
+    assert run(loop, main()) == 3
+    assert [kq.closed for kq in kqueue_exit_watch] == [True]
 
 
 def test_status_reaped_through_popen_is_kept(loop, minloop_only):
