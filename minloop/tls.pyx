@@ -15,8 +15,10 @@ messages; what differs is how the work is done:
 * a read is made only when there is something to read, not until
   SSLWantReadError is raised;
 * a plain ssl.SSLObject is driven through the C object underneath it (the
-  SSLObject methods are one-line Python wrappers around it); an
-  SSLContext.sslobject_class subclass keeps its own methods.
+  SSLObject methods are one-line Python wrappers around it).  An
+  SSLContext.sslobject_class subclass keeps its own methods and is called
+  exactly as asyncio calls it: read(max_size) until SSLWantReadError for a
+  data_received() app, so a subclass's read() never sees our buffers.
 
 Where asyncio's versions differ, this follows 3.13 (abort passes its
 exception to the transport's _force_close; 3.11's _SSLProtocolTransport
@@ -32,6 +34,7 @@ import warnings
 from asyncio import constants as _aio_constants
 from asyncio import exceptions as _aio_exceptions
 from asyncio import protocols as _aio_protocols
+from asyncio import sslproto as _aio_sslproto
 from asyncio.log import logger as _logger
 
 cimport cython
@@ -58,6 +61,10 @@ cdef object _MemoryBIO = ssl.MemoryBIO
 cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _CancelledError = _aio_exceptions.CancelledError
 cdef object _TimeoutError = _aio_exceptions.TimeoutError
+# asyncio 3.12.8+/3.13.1+ (gh-118950): the app transport is closing once the
+# socket transport is.  Followed where the running asyncio does it.
+cdef bint _CLOSING_FOLLOWS_TRANSPORT = hasattr(
+    _aio_sslproto.SSLProtocol, '_is_transport_closing')
 cdef object _deque = collections.deque
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
@@ -114,6 +121,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
     """asyncio's SSLProtocol: a BufferedProtocol for the socket transport."""
 
     cdef:
+        object __weakref__
         object _loop
         readonly object _transport             # the socket transport below
         readonly object _app_protocol
@@ -125,9 +133,10 @@ cdef class SSLProtocol(BufferedProtocolBase):
         object _waiter
 
         object _sslcontext
-        readonly object _sslobj
-        object _sslobj_read           # the C object's read/write under a
-        object _sslobj_write          # plain SSLObject, else its own
+        object _ssl_obj               # the SSLObject (property _sslobj)
+        bint _sslobj_is_raw           # a plain SSLObject: _sslobj_* are its
+        object _sslobj_read           # C object's methods, else its own
+        object _sslobj_write
         object _sslobj_pending
         object _incoming              # ciphertext from the peer
         object _outgoing              # ciphertext for the peer
@@ -216,14 +225,10 @@ cdef class SSLProtocol(BufferedProtocolBase):
         self._state = UNWRAPPED
         self._conn_lost = 0
         self._app_state = APP_INIT if call_connection_made else APP_CON_MADE
-        self._sslobj = sslcontext.wrap_bio(
+        self._use_sslobj(sslcontext.wrap_bio(
             self._incoming, self._outgoing,
             server_side=self._server_side,
-            server_hostname=self._server_hostname)
-        raw = self._sslobj._sslobj if type(self._sslobj) is _SSLObject else self._sslobj
-        self._sslobj_read = raw.read
-        self._sslobj_write = raw.write
-        self._sslobj_pending = raw.pending
+            server_hostname=self._server_hostname))
 
         self._ssl_writing_paused = False
         self._app_reading_paused = False
@@ -354,12 +359,33 @@ cdef class SSLProtocol(BufferedProtocolBase):
     # ------------------------------------------------------------------
     # State
 
-    cdef _get_extra_info(self, name, default=None):
+    cdef _use_sslobj(self, sslobj):
+        self._ssl_obj = sslobj
+        self._sslobj_is_raw = type(sslobj) is _SSLObject
+        raw = sslobj._sslobj if self._sslobj_is_raw else sslobj
+        self._sslobj_read = raw.read
+        self._sslobj_write = raw.write
+        self._sslobj_pending = raw.pending
+
+    @property
+    def _sslobj(self):
+        return self._ssl_obj
+
+    @_sslobj.setter
+    def _sslobj(self, sslobj):
+        # CPython's tests put a mock in its place.
+        self._use_sslobj(sslobj)
+
+    # cpdef: asyncio's tests and tools call these on the protocol.
+    cpdef _get_extra_info(self, name, default=None):
         if name in self._extra:
             return self._extra[name]
         if self._transport is not None:
             return self._transport.get_extra_info(name, default)
         return default
+
+    cpdef bint _is_transport_closing(self):
+        return self._transport is not None and self._transport.is_closing()
 
     cdef int _set_state(self, TLSState new_state) except -1:
         cdef bint allowed = (
@@ -397,7 +423,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
     cdef _do_handshake(self):
         try:
-            self._sslobj.do_handshake()
+            self._ssl_obj.do_handshake()
         except _SSLAgainErrors:
             self._process_outgoing()
         except _SSLError as exc:
@@ -410,7 +436,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
             self._handshake_timeout_handle.cancel()
             self._handshake_timeout_handle = None
 
-        sslobj = self._sslobj
+        sslobj = self._ssl_obj
         try:
             if handshake_exc is None:
                 self._set_state(WRAPPED)
@@ -471,7 +497,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
     cdef _do_shutdown(self):
         try:
             if not self._eof_received:
-                self._sslobj.unwrap()
+                self._ssl_obj.unwrap()
         except _SSLAgainErrors:
             self._process_outgoing()
         except _SSLError as exc:
@@ -551,8 +577,10 @@ cdef class SSLProtocol(BufferedProtocolBase):
             if not self._app_reading_paused:
                 if self._app_protocol_is_buffer:
                     self._do_read_buffered()
-                else:
+                elif self._sslobj_is_raw:
                     self._do_read_copied()
+                else:
+                    self._do_read_chunks()
                 if self._write_backlog:
                     self._do_write()
                 else:
@@ -564,7 +592,10 @@ cdef class SSLProtocol(BufferedProtocolBase):
     cdef inline bint _may_read(self) except -1:
         # A read can give something only with ciphertext waiting in
         # _incoming or plaintext decrypted and not yet taken; otherwise it
-        # raises SSLWantReadError, which costs more than asking first.
+        # raises SSLWantReadError, which costs more than asking first.  A
+        # subclass is read as asyncio reads it: until that error.
+        if not self._sslobj_is_raw:
+            return True
         return self._incoming.pending > 0 or self._sslobj_pending() > 0
 
     cdef _do_read_buffered(self):
@@ -648,6 +679,27 @@ cdef class SSLProtocol(BufferedProtocolBase):
             self._call_eof_received()
             self._start_shutdown()
 
+    cdef _do_read_chunks(self):
+        # asyncio's copied read, for an sslobject_class subclass: chunks of
+        # bytes from its read(max_size), joined if there are several.
+        cdef list chunks = []
+        chunk = b'1'
+        try:
+            while True:
+                chunk = self._sslobj_read(MAX_SIZE)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except _SSLAgainErrors:
+            pass
+        if chunks:
+            self._app_protocol.data_received(
+                chunks[0] if len(chunks) == 1 else b''.join(chunks))
+        if not chunk:
+            # close_notify
+            self._call_eof_received()
+            self._start_shutdown()
+
     cdef _call_eof_received(self):
         try:
             if self._app_state == APP_CON_MADE:
@@ -722,7 +774,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
     # ------------------------------------------------------------------
     # Errors
 
-    cdef _fatal_error(self, exc, message='Fatal error on transport'):
+    cpdef _fatal_error(self, exc, message='Fatal error on transport'):
         if self._transport:
             self._transport._force_close(exc)
         if isinstance(exc, OSError):
@@ -749,6 +801,7 @@ cdef class SSLProtocolTransport(StreamTransportBase):
     cdef readonly object _loop
     cdef readonly SSLProtocol _ssl_protocol
     cdef public bint _closed
+    cdef object __weakref__
 
     _start_tls_compatible = True
     _sendfile_compatible = _aio_constants._SendfileMode.FALLBACK
@@ -773,6 +826,8 @@ cdef class SSLProtocolTransport(StreamTransportBase):
         return self._ssl_protocol._app_protocol
 
     def is_closing(self):
+        if _CLOSING_FOLLOWS_TRANSPORT:
+            return self._closed or self._ssl_protocol._is_transport_closing()
         return self._closed
 
     def close(self):

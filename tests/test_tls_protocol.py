@@ -181,11 +181,15 @@ class Peer:
             out += chunk
 
 
-def connect(impl, app=None, context=None):
-    """A server-side layer over a recording transport, handshake done."""
+def connect(impl, app=None, context=None, sslobject_class=None):
+    """A server-side layer over a recording transport, handshake done.
+    context is the peer's; sslobject_class, the layer's context's."""
     loop, cls = impl
     app = app or App()
-    proto = cls(loop, app, server_context(), None, server_side=True)
+    server = server_context()
+    if sslobject_class is not None:
+        server.sslobject_class = sslobject_class
+    proto = cls(loop, app, server, None, server_side=True)
     loop.layers.append(proto)
     transport = RecordingTransport()
     proto.connection_made(transport)
@@ -376,26 +380,76 @@ def test_sslobject_class_is_respected(impl):
             calls.append(args[0])
             return super().read(*args)
 
-    loop, cls = impl
-    context = server_context()
-    context.sslobject_class = CountingSSLObject
-    app = App()
-    proto = cls(loop, app, context, None, server_side=True)
-    loop.layers.append(proto)
-    transport = RecordingTransport()
-    proto.connection_made(transport)
-    peer = Peer()
-    for _ in range(10):
-        try:
-            peer.obj.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            feed(proto, peer.outgoing.read())
-            peer.take(transport)
-    feed(proto, peer.outgoing.read())
+    proto, transport, peer, app = connect(impl, sslobject_class=CountingSSLObject)
     feed(proto, peer.records(b"counted"))
     assert app.received() == b"counted"
     assert calls
+
+
+def test_sslobject_class_read_is_called_with_a_length_only(impl):
+    """For a data_received() app, a subclass's read() is called as asyncio
+    calls it, read(max_size): one that takes no buffer works."""
+    loop, _ = impl
+
+    class LengthOnlyRead(ssl.SSLObject):
+        def read(self, len=1024):
+            return super().read(len)
+
+    proto, transport, peer, app = connect(impl, sslobject_class=LengthOnlyRead)
+    feed(proto, peer.records(b"payload"))
+    feed(proto, peer.records(b"more") + peer.records(b" and more"))
+    assert app.events == ["made", ("data", b"payload"), ("data", b"more and more")]
+    assert transport.forced == "not called"
+    assert loop.reported == []
+
+
+def test_sslobject_class_never_sees_the_delivered_bytes(impl):
+    """A subclass that keeps what read() is given cannot write into the
+    bytes data_received() got (nor into memory freed after it)."""
+    given = []
+
+    class KeepsArguments(ssl.SSLObject):
+        def read(self, *args):
+            given.append(args)
+            return super().read(*args)
+
+    proto, transport, peer, app = connect(impl, sslobject_class=KeepsArguments)
+    ciphertext = peer.records(b"A")
+    feed(proto, ciphertext[:-1])    # OpenSSL takes all but the last byte
+    feed(proto, ciphertext[-1:])
+    assert app.events == ["made", ("data", b"A")]
+    assert all(len(args) == 1 for args in given)
+
+
+def test_weak_references(impl):
+    """Both are weak-referenceable, as asyncio's Python classes are."""
+    import weakref
+    proto, transport, peer, app = connect(impl)
+    assert weakref.ref(proto)() is proto
+    assert weakref.ref(app.transport)() is app.transport
+
+
+def test_helpers_asyncio_callers_use(impl):
+    """_get_extra_info and _fatal_error, which CPython's tests call."""
+    loop, _ = impl
+    proto, transport, peer, app = connect(impl)
+    assert proto._get_extra_info("sslcontext") is not None
+    assert proto._get_extra_info("nothing", "default") == "default"
+    exc = ConnectionResetError("gone")
+    proto._fatal_error(exc, "it broke")
+    assert transport.forced is exc
+    assert loop.reported == []      # OSErrors are not reported, as asyncio
+
+
+def test_is_closing_follows_the_socket_transport_where_asyncio_does(impl):
+    """asyncio 3.12.8+/3.13.1+ (gh-118950): the app transport is closing
+    once the socket transport is; before, only after its own close()."""
+    from asyncio import sslproto
+    follows = hasattr(sslproto.SSLProtocol, "_is_transport_closing")
+    proto, transport, peer, app = connect(impl)
+    assert not app.transport.is_closing()
+    transport.closed = True
+    assert app.transport.is_closing() is follows
 
 
 def test_second_close_then_use(impl):

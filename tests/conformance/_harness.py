@@ -121,6 +121,16 @@ def new_event_loop():
     return loop
 
 
+def ssl_protocol_class():
+    """The TLS protocol layer of the implementation under test: minloop's
+    own (minloop.tls.SSLProtocol), else asyncio's."""
+    if LOOP_NAME == "minloop":
+        from minloop import tls
+        return tls.SSLProtocol
+    from asyncio import sslproto
+    return sslproto.SSLProtocol
+
+
 _policy_classes = {}
 
 
