@@ -2,10 +2,23 @@
 # TLS layer: asyncio's transports._FlowControlMixin, as functions the compiled
 # code inlines.
 
+from libc.math cimport ceil, floor
 
-cdef inline tuple water_marks(high, low, default_high=64 * 1024):
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+
+cdef inline tuple water_marks(high, low, default_high=64 * 1024,
+                              bint pause_at_high=False):
     """(high, low) as asyncio's _set_write_buffer_limits settles them (and
-    its TLS layer's add_flowcontrol_defaults, with another default_high)."""
+    its TLS layer's add_flowcontrol_defaults, with another default_high),
+    as the whole numbers of bytes the transports compare with.
+
+    asyncio takes any numbers: a float mark is the same comparison with a
+    whole number of bytes (a size is above 10.5 when above 10), and one
+    beyond Py_ssize_t (float('inf'), 2**70) is never reached.  The TLS layer
+    pauses at high (size >= high), the transports above it (size > high).
+    """
     if high is None:
         if low is None:
             high = default_high
@@ -16,7 +29,15 @@ cdef inline tuple water_marks(high, low, default_high=64 * 1024):
     if not high >= low >= 0:
         raise ValueError(
             f'high ({high!r}) must be >= low ({low!r}) must be >= 0')
-    return (high, low)
+    return (_whole_bytes(high, pause_at_high), _whole_bytes(low, False))
+
+
+cdef inline Py_ssize_t _whole_bytes(mark, bint round_up) except -1:
+    if mark >= PY_SSIZE_T_MAX:
+        return PY_SSIZE_T_MAX
+    if type(mark) is int:
+        return mark
+    return <Py_ssize_t>(ceil(mark) if round_up else floor(mark))
 
 
 cdef inline int tell_protocol(object loop, object transport, object protocol,

@@ -743,7 +743,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
     cdef _set_write_buffer_limits(self, high=None, low=None):
         self._outgoing_high_water, self._outgoing_low_water = water_marks(
-            high, low, _HIGH_WATER_SSL_WRITE * 1024)
+            high, low, _HIGH_WATER_SSL_WRITE * 1024, pause_at_high=True)
 
     cdef _resume_reading(self):
         if self._app_reading_paused:
@@ -769,7 +769,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
     cdef _set_read_buffer_limits(self, high=None, low=None):
         self._incoming_high_water, self._incoming_low_water = water_marks(
-            high, low, _HIGH_WATER_SSL_READ * 1024)
+            high, low, _HIGH_WATER_SSL_READ * 1024, pause_at_high=True)
 
     # ------------------------------------------------------------------
     # Errors

@@ -11,6 +11,7 @@ the same order, the same exception types and messages.
 import asyncio
 import gc
 import logging
+import math
 import os
 import socket
 import struct
@@ -586,6 +587,28 @@ def test_set_limits_below_buffer_pauses(loop, tcp):
         assert tr.get_write_buffer_size() > 0
         tr.set_write_buffer_limits(high=1024)
         assert pr.events == ["made", "pause"]
+        tr.abort()
+        assert await pr.lost is None
+    loop.run_until_complete(main())
+
+
+@pytest.mark.parametrize("high, low", [
+    (1e6, None), (2 ** 70, None), (float("inf"), 1024), (BIG * 2.5, 10.5)])
+def test_water_marks_may_be_any_numbers(loop, tcp, high, low):
+    """asyncio takes floats and numbers past Py_ssize_t (float('inf') for
+    "never pause"): the same comparisons, nothing raised."""
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        tr.set_write_buffer_limits(high=high, low=low)
+        got_low, got_high = tr.get_write_buffer_limits()
+        # asyncio keeps the number; minloop the whole bytes it compares with.
+        assert got_high in (high, sys.maxsize if high >= sys.maxsize else math.floor(high))
+        tr.write(b"x" * BIG)
+        size = tr.get_write_buffer_size()
+        assert 0 < size <= BIG
+        assert ("pause" in pr.events) == (size > high)
+        tr.set_write_buffer_limits(high=size - 0.5, low=0)
+        assert "pause" in pr.events          # size > size - 0.5
         tr.abort()
         assert await pr.lost is None
     loop.run_until_complete(main())

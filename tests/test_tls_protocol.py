@@ -421,6 +421,22 @@ def test_sslobject_class_never_sees_the_delivered_bytes(impl):
     assert all(len(args) == 1 for args in given)
 
 
+@pytest.mark.parametrize("high, low", [
+    (1e6, None), (2 ** 70, None), (float("inf"), 1024), (1000.5, 10.5)])
+def test_buffer_limits_may_be_any_numbers(impl, high, low):
+    """As on asyncio: floats and numbers past Py_ssize_t are water marks
+    too, compared the same way (the layer pauses at size >= high)."""
+    proto, transport, peer, app = connect(impl)
+    app.transport.set_read_buffer_limits(high=high, low=low)
+    feed(proto, peer.records(b"data"))
+    assert app.received() == b"data"
+    assert transport.reading            # 4 bytes waiting < high
+    app.transport.set_write_buffer_limits(high=high, low=low)
+    app.transport.write(b"x" * 1001)
+    peer.take(transport)
+    assert peer.read_all() == b"x" * 1001
+
+
 def test_weak_references(impl):
     """Both are weak-referenceable, as asyncio's Python classes are."""
     import weakref
