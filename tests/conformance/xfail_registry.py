@@ -21,7 +21,9 @@ These apply only when the loop under test is minloop: on asyncio's loop
 (MINLOOP_CONFORMANCE_LOOP=asyncio) every test must pass.
 """
 
+import inspect
 import sys
+from asyncio import sslproto
 
 
 class NotRun(str):
@@ -55,16 +57,15 @@ XFAIL = {
         private("_run_once, _clock_resolution, _selector"),
 }
 
-# 3.11 and 3.12's asyncio ends a TLS connection closed during its handshake
-# with the socket transport's abort(); 3.13's with _force_close(None), the
-# same for a real transport, and minloop's layer does as 3.13's.  The test
-# asserts which of the two a mock transport saw.
-_ABORT_OR_FORCE_CLOSE = {
-    "test_sslproto::SslProtoHandshakeTests::test_close_during_handshake":
-        private("SSLProtocol._abort calling transport.abort() (3.13: _force_close(None))"),
-}
+# asyncio before 3.13 ends a TLS connection closed during its handshake with
+# the socket transport's abort(); 3.13's with _force_close(None) (its _abort
+# takes the exception), the same for a real transport, and minloop's layer
+# does as 3.13's.  The test asserts which of the two a mock transport saw.
+if "exc" not in inspect.signature(getattr(sslproto.SSLProtocol, "_abort", lambda self, exc: None)).parameters:
+    XFAIL["test_sslproto::SslProtoHandshakeTests::test_close_during_handshake"] = private(
+        "SSLProtocol._abort calling transport.abort() (3.13: _force_close(None))")
 
-XFAIL_BY_VERSION = {(3, 11): _ABORT_OR_FORCE_CLOSE, (3, 12): _ABORT_OR_FORCE_CLOSE}
+XFAIL_BY_VERSION = {}
 
 
 def entries(version=None):
