@@ -563,19 +563,24 @@ def no_pidfd(minloop_only, monkeypatch):
     monkeypatch.setattr(ml_subprocess, '_HAVE_KQUEUE_PROC', False)
 
 
-def test_fallback_thread_without_pidfd(loop, no_pidfd):
-    async def main():
-        proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE,
-                                                    stdout=PIPE)
-        out, _ = await proc.communicate(b'no pidfd')
-        procs = [await asyncio.create_subprocess_exec('sh', '-c', f'exit {i}')
-                 for i in range(10)]
-        codes = await asyncio.gather(*(proc.wait() for proc in procs))
-        killed = await asyncio.create_subprocess_exec('sleep', '30')
-        killed.kill()
-        return out, codes, await killed.wait()
+async def children_exit_every_way(message, while_running=lambda: None):
+    """One child that echoes and exits, ten exit codes, one killed: what
+    each way of seeing an exit must report.  while_running() is called with
+    a child still alive."""
+    proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE, stdout=PIPE)
+    out, _ = await proc.communicate(message)
+    procs = [await asyncio.create_subprocess_exec('sh', '-c', f'exit {i}')
+             for i in range(10)]
+    codes = await asyncio.gather(*(proc.wait() for proc in procs))
+    killed = await asyncio.create_subprocess_exec('sleep', '30')
+    while_running()
+    killed.kill()
+    return out, codes, await killed.wait()
 
-    assert run(loop, main()) == (b'no pidfd', list(range(10)), -signal.SIGKILL)
+
+def test_fallback_thread_without_pidfd(loop, no_pidfd):
+    assert run(loop, children_exit_every_way(b'no pidfd')) == (
+        b'no pidfd', list(range(10)), -signal.SIGKILL)
 
 
 def test_fallback_thread_from_a_non_main_thread(loop, no_pidfd):
@@ -650,18 +655,11 @@ def kqueue_exit_watch(minloop_only, monkeypatch):
 def test_kqueue_exit_watch(loop, kqueue_exit_watch):
     threads = set(threading.enumerate())
 
-    async def main():
-        proc = await asyncio.create_subprocess_exec('cat', stdin=PIPE,
-                                                    stdout=PIPE)
-        out, _ = await proc.communicate(b'kqueue')
-        procs = [await asyncio.create_subprocess_exec('sh', '-c', f'exit {i}')
-                 for i in range(10)]
-        killed = await asyncio.create_subprocess_exec('sleep', '30')
-        assert set(threading.enumerate()) == threads    # no waiter thread
-        killed.kill()
-        return out, [await p.wait() for p in procs], await killed.wait()
+    def no_waiter_thread():
+        assert set(threading.enumerate()) == threads
 
-    assert run(loop, main()) == (b'kqueue', list(range(10)), -signal.SIGKILL)
+    assert run(loop, children_exit_every_way(b'kqueue', no_waiter_thread)) == (
+        b'kqueue', list(range(10)), -signal.SIGKILL)
     assert len(kqueue_exit_watch) == 12
     assert all(kq.closed for kq in kqueue_exit_watch)
 
