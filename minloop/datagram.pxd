@@ -70,3 +70,4 @@ cdef class DatagramTransport(DatagramTransportBase):
     cdef int _maybe_pause_protocol_c(self) except -1
     cdef int _maybe_resume_protocol_c(self) except -1
     cdef int _start_reading(self) except -1
+    cdef int _check_loop(self, str method) except -1

@@ -247,7 +247,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         """True if the loop watches our fd for `which` (POLLER_READ/WRITE)."""
         cdef LoopCore loop = self._loop
         cdef int fd = self._sock_fd
-        if fd < 0 or fd >= loop._fds_size:
+        if loop is None or fd < 0 or fd >= loop._fds_size:
             return False
         if which == POLLER_READ:
             return loop._fds[fd].reader != NULL
@@ -328,18 +328,32 @@ cdef class DatagramTransport(DatagramTransportBase):
             self._buffer.clear()
             if not _SIZE_COUNTED:
                 self._buffer_size = 0
+            self._check_loop('_remove_writer')
             self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
         if not self._closing:
             self._closing = True
             self._loop._remove_fd_handle(self._sock_fd, POLLER_READ)
         self._conn_lost += 1
+        self._check_loop('call_soon')
         self._loop.call_soon(self._call_connection_lost, exc)
+
+    cdef int _check_loop(self, str method) except -1:
+        # Once connection_lost() has run (after a flush that close() began,
+        # _conn_lost is still 0) the loop is gone: asyncio's call on it then
+        # fails with this AttributeError; a C call on None would crash.
+        if self._loop is None:
+            raise AttributeError(f"'NoneType' object has no attribute '{method}'")
+        return 0
 
     def _call_connection_lost(self, exc):
         try:
             if self._protocol_connected:
                 self._protocol.connection_lost(exc)
         finally:
+            # What connection_lost() sent and could not go out stays
+            # buffered, but no writer may outlive the socket: its fd number
+            # will be another file's.
+            self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
             self._sock.close()
             self._sock = None
             self._protocol = None
@@ -387,12 +401,17 @@ cdef class DatagramTransport(DatagramTransportBase):
         """The reader: deliver what the socket has, as asyncio would.
 
         asyncio reads one datagram per wake-up.  Reading on after the first
-        is indistinguishable from that only while nothing could have run in
-        between in asyncio: so we stop as soon as datagram_received() queued
-        a callback (a future's result, call_soon: in asyncio those run before
-        the next datagram), paused or closed the transport, stopped the loop,
-        or took our reader away; and never read on in debug mode, where
-        asyncio times each wake-up as a callback of its own.
+        is indistinguishable from that, for this socket, only while nothing
+        could have run in between in asyncio: so we stop as soon as a
+        callback is waiting in the ready queue (one queued by
+        datagram_received() -- a future's result, call_soon -- or one of
+        this iteration still to run: in asyncio both run before the next
+        datagram), datagram_received() scheduled a timer (call_later(0)
+        would be due before it), paused or closed the transport, stopped the
+        loop, or took our reader away; and never read on in debug mode,
+        where asyncio times each wake-up as a callback of its own.  Between
+        sockets it shows: with datagrams waiting on two, asyncio alternates
+        them, we may take several from one first (README).
         """
         global _recv_buffer
         cdef LoopCore loop
@@ -400,10 +419,10 @@ cdef class DatagramTransport(DatagramTransportBase):
         cdef socklen_t addrlen
         cdef ssize_t n
         cdef int err, fd, count = 0
-        cdef size_t queued
+        cdef unsigned long long timers_pushed
         cdef PyObject *argv[3]
 
-        if self._conn_lost:
+        if self._conn_lost or self._loop is None:
             return
         if not self._inet:
             self._read_ready_py()
@@ -436,7 +455,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             except BaseException as exc:
                 self._fatal_error(exc, 'Fatal read error on datagram transport')
                 return
-            queued = ring_len(&loop._ready)
+            timers_pushed = loop._timers.next_seq
             # self._protocol.datagram_received(data, addr), looked up on every
             # call as asyncio does, without creating a bound method.
             protocol = self._protocol
@@ -447,7 +466,8 @@ cdef class DatagramTransport(DatagramTransportBase):
             count += 1
             if (count >= MAX_BATCH or self._conn_lost or self._closing
                     or self._paused or loop._debug or loop._stopping
-                    or ring_len(&loop._ready) != queued
+                    or ring_len(&loop._ready) != 0
+                    or loop._timers.next_seq != timers_pushed
                     or fd >= loop._fds_size or loop._fds[fd].reader == NULL):
                 return
             if count == 1:
@@ -578,6 +598,8 @@ cdef class DatagramTransport(DatagramTransportBase):
 
     def _sendto_ready(self):
         cdef Py_ssize_t size
+        if self._loop is None:
+            return      # connection_lost() has run (and removed us)
         while self._buffer:
             data, addr = self._buffer.popleft()
             size = len(data) + _HEADER_SIZE

@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t, uint64_t
 
 cdef extern from "timer_heap.h" nogil:
     ctypedef struct timer_heap:
-        pass
+        unsigned long long next_seq     # counts every push
     void heap_init(timer_heap *h)
     void heap_free(timer_heap *h)
     int heap_push(timer_heap *h, double when, void *item, Py_ssize_t *pos)

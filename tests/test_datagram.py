@@ -905,3 +905,120 @@ def test_the_transport_owns_its_fd(loop):
         tr.close()
         await pr.lost
     loop.run_until_complete(main())
+
+
+ABORT_AFTER_CONNECTION_LOST = r'''
+import asyncio, os, socket, sys, tempfile
+if sys.argv[1] == 'minloop':
+    import minloop
+    loop = minloop.new_event_loop()
+else:
+    loop = asyncio.SelectorEventLoop()
+path = os.path.join(tempfile.mkdtemp(), 'r')
+peer = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+peer.bind(path)
+peer.setblocking(False)
+
+class SendsFromConnectionLost(asyncio.DatagramProtocol):
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        for _ in range(200):
+            self.transport.sendto(b'z' * 500)
+            if self.transport.get_write_buffer_size():
+                break
+
+async def main():
+    tr, _ = await loop.create_datagram_endpoint(
+        SendsFromConnectionLost, remote_addr=path, family=socket.AF_UNIX)
+    for _ in range(40):
+        tr.sendto(b'x' * 500)
+    tr.close()                  # flushes, then connection_lost()
+    while tr.get_extra_info('socket') is not None and tr._sock is not None:
+        try:
+            while True:
+                peer.recv(1000)
+        except BlockingIOError:
+            await asyncio.sleep(0.002)
+    assert tr.get_write_buffer_size() > 0
+    # The peer drains: a writer left behind would now run for a dead transport.
+    for _ in range(5):
+        try:
+            while True:
+                peer.recv(1000)
+        except BlockingIOError:
+            await asyncio.sleep(0.002)
+    try:
+        tr.abort()
+    except AttributeError as exc:
+        print('abort:', exc)
+
+loop.set_exception_handler(lambda lp, ctx: print('reported:', ctx['message']))
+loop.run_until_complete(main())
+loop.close()
+'''
+
+
+def test_abort_after_connection_lost_with_data_buffered(loop_kind):
+    """connection_lost() (after close() flushed) sends until a datagram is
+    buffered, then abort(): asyncio's transport, its loop gone, raises
+    AttributeError; minloop's did a C call on None (a crash).  Run in a
+    child process, so a crash fails one test.  Nothing is reported either:
+    no writer outlives the socket."""
+    import subprocess
+    child = subprocess.run([sys.executable, '-c', ABORT_AFTER_CONNECTION_LOST, loop_kind],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout == "abort: 'NoneType' object has no attribute '_remove_writer'\n"
+
+
+def datagrams_in_order(loop, send, react=lambda loop, data, order: None):
+    """The order of datagram_received calls and what react() scheduled,
+    with every datagram send() sends waiting before the loop reads one."""
+    order = []
+
+    class P(Recorder):
+        def datagram_received(self, data, addr):
+            order.append(data)
+            react(self.loop, data, order)
+            super().datagram_received(data, addr)
+
+    async def main():
+        tr, pr = await loop.create_datagram_endpoint(lambda: P(loop), local_addr=('127.0.0.1', 0))
+        await asyncio.sleep(0)
+        with udp_socket() as peer:
+            count = send(peer, tr.get_extra_info('sockname'))
+            await pr.wait_data(count)
+            await asyncio.sleep(0.01)
+        tr.close()
+        await pr.lost
+    loop.run_until_complete(main())
+    return order
+
+
+def send_four(peer, addr):
+    for d in (b'1', b'2', b'3', b'4'):
+        peer.sendto(d, addr)
+    return 4
+
+
+def test_timer_due_at_once_runs_before_the_next_datagram(loop):
+    """call_later(0) from datagram_received: due at the next iteration,
+    before the datagram after the next one, as asyncio runs it."""
+    def react(loop, data, order):
+        if data == b'1':
+            loop.call_later(0, order.append, 'timer')
+    assert datagrams_in_order(loop, send_four, react) == [b'1', b'2', 'timer', b'3', b'4']
+
+
+def test_callbacks_of_the_iteration_run_before_the_next_datagram(loop):
+    """A callback queued by datagram 1 runs before datagram 2; one it queues
+    in turn (next iteration) runs after datagram 2, as asyncio orders them."""
+    def react(loop, data, order):
+        if data == b'1':
+            loop.call_soon(lambda: (order.append('soon'),
+                                    loop.call_soon(order.append, 'soon-soon')))
+    assert datagrams_in_order(loop, send_four, react) == [
+        b'1', 'soon', b'2', 'soon-soon', b'3', b'4']
