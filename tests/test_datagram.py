@@ -971,7 +971,10 @@ def test_abort_after_connection_lost_with_data_buffered(loop_kind):
     child = subprocess.run([sys.executable, '-c', ABORT_AFTER_CONNECTION_LOST, loop_kind],
                            capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr[-2000:]
-    assert child.stdout == "abort: 'NoneType' object has no attribute '_remove_writer'\n"
+    # Which call fails depends on whether a datagram is still queued (3.13's
+    # asyncio counts sizes that creep, so its loop may stop with none).
+    assert re.fullmatch(r"abort: 'NoneType' object has no attribute "
+                        r"'(_remove_writer|call_soon)'\n", child.stdout)
 
 
 def datagrams_in_order(loop, send, react=lambda loop, data, order: None):
