@@ -33,6 +33,14 @@ cdef class Handle:
         # Marks the handle as reported in one traverse of its loop, so a
         # handle held twice (fd table and ready ring) is reported once.
         unsigned long _gc_epoch
+        # TimerHandle's fields.  They live here so that both types have one
+        # size and share one free list (see handles.pyx); a plain Handle
+        # leaves them unused.
+        double _when
+        # Position in the owning loop's heap (kept there by the heap), -1
+        # once the timer has left it; the heap holds one reference meanwhile.
+        Py_ssize_t _heap_pos
+        timer_heap *_heap
 
     cdef int _run_callback(self) except -1
     cdef int _cancel(self) except -1
@@ -41,13 +49,6 @@ cdef class Handle:
 
 
 cdef class TimerHandle(Handle):
-    cdef:
-        readonly double _when
-        # Position in the owning loop's heap (kept there by the heap), -1
-        # once the timer has left it; the heap holds one reference meanwhile.
-        Py_ssize_t _heap_pos
-        timer_heap *_heap
-
     cdef bint _equal(self, TimerHandle o) except -1
 
 
@@ -73,3 +74,4 @@ cdef inline void handle_dequeued(Handle h) noexcept:
     h._queued -= 1
     if h._queued == 0 and not PyObject_GC_IsTracked(h):
         PyObject_GC_Track(<void *>h)
+

@@ -17,6 +17,11 @@ ctypedef struct fd_slot:
 cdef class LoopCore:
     cdef:
         ready_ring _ready
+        # Handles that ran while the program holds them too, kept for one
+        # more iteration before they are tracked again (see _release_ran).
+        # Index _released_now takes this iteration's.
+        ready_ring _released[2]
+        int _released_now
         timer_heap _timers
         poller _poller
         poller_event *_events
@@ -59,6 +64,8 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1
     cdef int _poll(self, int64_t timeout_ns) except -1
     cdef int _run_ready(self, Handle handle) except -1
+    cdef void _release_ran(self, Handle handle) noexcept
+    cdef void _drop_released(self, ready_ring *ring) noexcept
     cdef _call_at(self, double when, object callback, tuple args,
                   object context, str method)
     cdef int _fileobj_to_fd(self, object fileobj) except -1

@@ -25,7 +25,7 @@ from asyncio import tasks as _aio_tasks
 
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
-from cpython.ref cimport Py_INCREF, Py_DECREF
+from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
 from libc.errno cimport EINTR
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
@@ -36,6 +36,7 @@ from .includes cimport *
 from .oserrors cimport os_error
 from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
                        handle_enqueued, handle_dequeued,
+                       PyObject_GC_Track,
                        forget_context_snapshot)
 
 
@@ -95,6 +96,8 @@ cdef class LoopCore:
 
     def __cinit__(self):
         ring_init(&self._ready)
+        ring_init(&self._released[0])
+        ring_init(&self._released[1])
         heap_init(&self._timers)
         self._poller.fd = -1
         self._wakeup.read_fd = -1
@@ -167,6 +170,8 @@ cdef class LoopCore:
         self._clear_timers()
         self._clear_fd_table()
         ring_free(&self._ready)
+        ring_free(&self._released[0])
+        ring_free(&self._released[1])
         heap_free(&self._timers)
         free(self._fds)
         self._fds = NULL
@@ -424,6 +429,9 @@ cdef class LoopCore:
         finally:
             self._stopping = False
             self._running = False
+            # Between runs the program may drop what it holds: keep nothing.
+            self._drop_released(&self._released[0])
+            self._drop_released(&self._released[1])
             _set_running_loop(None)
             self._set_coroutine_origin_tracking(False)
             _set_asyncgen_hooks(*old_agen_hooks)
@@ -495,18 +503,63 @@ cdef class LoopCore:
         for i in range(ntodo):
             item = ring_pop(&self._ready)
             handle = <Handle>item
-            handle_dequeued(handle)
             Py_DECREF(handle)   # the ring's reference; `handle` holds its own
-            if handle._cancelled:
-                continue
-            if self._debug:
-                self._run_ready(handle)
-            else:
-                handle._run_callback()
+            # Leaving the ring, the handle stays untracked through its run
+            # (see _release_ran): most handles die right after it.
+            handle._queued -= 1
+            try:
+                if handle._cancelled:
+                    pass
+                elif self._debug:
+                    self._run_ready(handle)
+                else:
+                    handle._run_callback()
+            finally:
+                self._release_ran(handle)
+        # Those that ran an iteration ago have had a full iteration for
+        # their holder to let go (a task resumed by now drops its sleep's
+        # timer): drop them, then this iteration's wait their turn.
+        self._drop_released(&self._released[1 - self._released_now])
+        self._released_now = 1 - self._released_now
         # Snapshots are shared within an iteration's burst of scheduling;
         # across iterations they would only keep old values alive.
         forget_context_snapshot()
         return 0
+
+    # Handles the program still holds after they ran
+    #
+    # A handle leaves the ready queue untracked by the cycle collector (see
+    # Handle._queued).  If nobody else holds it, it dies as the loop lets
+    # go and is never tracked again.  If someone does, it must be tracked
+    # once more, or a cycle through it (handle -> callback -> object ->
+    # handle) could never be collected.  But tracking puts it in the
+    # youngest generation, and most such holders let go almost at once: a
+    # task's sleep() holds its timer until the task resumes, one iteration
+    # later.  Tracking thousands of those per iteration makes every young
+    # collection walk them.  So the loop keeps such a handle one iteration
+    # longer (one reference, counted in _queued, its references reported by
+    # the loop's traverse as for any queued handle), then drops it: tracked
+    # again only if it is still held.  A cycle through it is collected one
+    # iteration later, never lost.
+
+    cdef void _release_ran(self, Handle handle) noexcept:
+        """The ready queue is done with `handle` (its _queued lowered)."""
+        if handle._queued or Py_REFCNT(handle) == 1 or PyObject_GC_IsTracked(handle):
+            return   # in a container still, dying, or tracked already
+        if ring_push(&self._released[self._released_now], <void *>handle) < 0:
+            PyObject_GC_Track(<void *>handle)   # no memory: track it now
+            return
+        Py_INCREF(handle)
+        handle._queued += 1
+
+    cdef void _drop_released(self, ready_ring *ring) noexcept:
+        cdef void *item
+        while True:
+            item = ring_pop(ring)
+            if item == NULL:
+                break
+            handle_dequeued(<Handle>item)   # tracked again only if held
+            Py_DECREF(<object>item)
 
     cdef int _run_ready(self, Handle handle) except -1:
         """Run one handle in debug mode: track it and time it."""
@@ -864,6 +917,8 @@ cdef class LoopCore:
                 break
             handle_dequeued(<Handle>item)
             Py_DECREF(<object>item)
+        self._drop_released(&self._released[0])
+        self._drop_released(&self._released[1])
 
     cdef void _clear_timers(self):
         cdef void *item
@@ -910,6 +965,8 @@ cdef class LoopCore:
         self._fd_objects.clear()
         heap_free(&self._timers)
         ring_free(&self._ready)
+        ring_free(&self._released[0])
+        ring_free(&self._released[1])
         self._release_poller()
         wakeup_close(&self._wakeup)
 
@@ -969,8 +1026,9 @@ cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
     global _traverse_epoch
     cdef LoopCore self = <LoopCore>obj
     cdef size_t i
-    cdef int fd, rc
+    cdef int fd, rc, j
     cdef unsigned long epoch
+    cdef ready_ring *ring
     if _base_traverse != NULL:
         rc = _base_traverse(obj, visit, arg)
         if rc:
@@ -985,6 +1043,12 @@ cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
         rc = _visit_handle(heap_item_at(&self._timers, i), visit, arg, epoch)
         if rc:
             return rc
+    for j in range(2):
+        ring = &self._released[j]
+        for i in range(ring_len(ring)):
+            rc = _visit_handle(ring_at(ring, i), visit, arg, epoch)
+            if rc:
+                return rc
     for fd in range(self._fds_size):
         if self._fds[fd].reader != NULL:
             rc = _visit_handle(self._fds[fd].reader, visit, arg, epoch)

@@ -152,3 +152,37 @@ def test_context_values_are_not_kept_alive_after_their_callbacks(loop, var):
     loop.run_forever()
     gc.collect()
     assert ref() is None
+
+
+def test_a_callback_that_sets_nothing_keeps_the_values_of_its_scheduling(
+        loop, var, get_context_supported):
+    """minloop gives a run's private copy back to the shared snapshot when the
+    callback set nothing; the handle's context still shows the same values,
+    stays stable, and a later change through it reaches no other handle."""
+    var.set('scheduled')
+    kept = loop.call_soon(lambda: None)
+    other = loop.call_soon(lambda: None)
+    run_batch(loop)
+    var.set('later')
+    ctx = kept.get_context()
+    assert ctx[var] == 'scheduled'
+    assert kept.get_context() is ctx
+    ctx.run(var.set, 'through-kept')
+    assert other.get_context()[var] == 'scheduled'
+    assert kept.get_context()[var] == 'through-kept'
+
+
+def test_a_context_taken_during_the_run_is_the_one_kept(loop, var, get_context_supported):
+    """The callback asks for its own handle's context while it runs: it is the
+    context it runs in, and the handle keeps that very object afterwards."""
+    var.set('scheduled')
+    box = {}
+
+    def callback():
+        box['ctx'] = box['handle'].get_context()
+        box['seen'] = box['ctx'][var]
+
+    box['handle'] = loop.call_soon(callback)
+    run_batch(loop)
+    assert box['seen'] == 'scheduled'
+    assert box['handle'].get_context() is box['ctx']

@@ -213,6 +213,45 @@ def test_cycle_through_a_cancelled_handle_is_collected(loop, timer):
     assert ref() is None
 
 
+@pytest.mark.parametrize('timer', [False, True], ids=['call_soon', 'call_later'])
+def test_cycle_through_a_held_handle_is_collected_while_the_loop_runs(loop, timer):
+    """A handle the program holds after it ran stays with the loop for one
+    more iteration (untracked, reported by the loop), then is tracked again:
+    a cycle through it is collected without the loop ever stopping."""
+    def step():   # one iteration that does not block (run_forever's exit
+        loop.call_soon(int)   # would let go of everything at once)
+        loop._run_once()
+
+    owner = Owner(loop, timer)
+    ref = weakref.ref(owner)
+    handle = owner.handle
+    step()                     # the callback runs
+    assert owner.fired
+    gc.collect()
+    assert ref() is not None   # held by the program (and the loop) still
+    assert not gc.is_tracked(handle)
+    step()
+    step()                     # one full iteration later: the loop let go
+    assert gc.is_tracked(handle)
+    del owner, handle
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_handle_nobody_holds_dies_untracked_after_its_run(loop):
+    """A callback's handle that nobody keeps is freed at once, never put back
+    in the collector's youngest generation."""
+    class Payload:
+        pass
+
+    payload = Payload()
+    ref = weakref.ref(payload)
+    loop.call_soon(lambda p: None, payload)
+    del payload
+    loop._run_once()
+    assert ref() is None
+
+
 def test_pending_handle_keeps_its_objects_alive_through_collections(loop):
     """Objects reachable only through queued handles survive gc.collect()."""
     owners = [Owner(loop, timer=bool(i % 2)) for i in range(100)]

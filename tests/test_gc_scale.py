@@ -1,0 +1,101 @@
+"""What the loop costs the cycle collector at scale, on both loops.
+
+The collector starts a young collection every 700 net allocations of
+tracked objects (gc.get_threshold()[0]), so whatever the loop allocates per
+callback, per fired timer and per sleep decides how often a program with
+100,000 live objects pays for a collection.  asyncio fires a timer without
+allocating; so must minloop."""
+
+import asyncio
+import gc
+import weakref
+
+import pytest
+
+
+class CollectionCounter:
+    """Counts collections per generation while installed in gc.callbacks."""
+
+    def __init__(self):
+        self.counts = [0, 0, 0]
+
+    def __call__(self, phase, info):
+        if phase == 'start':
+            self.counts[info['generation']] += 1
+
+    def __enter__(self):
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self)
+
+
+def run_one_iteration(loop):
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+
+
+@pytest.mark.parametrize('cancel_half', [False, True], ids=['all', 'half-cancelled'])
+def test_firing_held_timers_starts_no_collection(loop, cancel_half):
+    """20,000 due timers whose handles the program keeps (the usual
+    `self._timer = loop.call_later(...)`): firing them allocates nothing that
+    lives on, so no collection starts (30 would at asyncio's threshold)."""
+    fired = []
+    handles = [loop.call_later(-1, fired.append, i) for i in range(20_000)]
+    if cancel_half:
+        for h in handles[::2]:
+            h.cancel()
+    gc.collect()
+    with CollectionCounter() as collections:
+        run_one_iteration(loop)
+    assert len(fired) == (10_000 if cancel_half else 20_000)
+    assert collections.counts == [0, 0, 0]
+    assert gc.get_count()[0] < gc.get_threshold()[0]
+
+
+def test_running_callbacks_leaves_the_allocation_count_flat(loop):
+    """A burst of call_soon callbacks, run and dropped, twice: the second
+    burst adds (almost) nothing to the collector's allocation count."""
+    def burst():
+        for _ in range(5_000):
+            loop.call_soon(int)
+        run_one_iteration(loop)
+
+    burst()
+    gc.collect()
+    before = gc.get_count()[0]
+    burst()
+    assert gc.get_count()[0] - before < 700
+
+
+@pytest.mark.parametrize('timer', [False, True], ids=['call_soon', 'call_later'])
+def test_cycles_through_handles_in_every_state_are_collected(loop_factory, timer):
+    """handle -> callback -> object -> handle, for a handle never run, run,
+    cancelled, and still queued when its loop closes: all collected."""
+    class Owner:
+        def __init__(self, lp, delay=0):
+            if timer or delay:
+                self.handle = lp.call_later(delay, self.fire)
+            else:
+                self.handle = lp.call_soon(self.fire)
+
+        def fire(self):
+            pass
+
+    lp = loop_factory()
+    lp.set_debug(False)
+    try:
+        ran = Owner(lp)
+        cancelled = Owner(lp)
+        cancelled.handle.cancel()
+        never_run = Owner(lp, delay=3600)   # still queued when the loop closes
+        refs = [weakref.ref(o) for o in (ran, cancelled, never_run)]
+        del ran, cancelled, never_run
+        lp.run_until_complete(asyncio.sleep(0.002))
+        gc.collect()
+        assert [r() is None for r in refs] == [True, True, False]
+    finally:
+        lp.close()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
