@@ -7,6 +7,15 @@
  * all cancelled gives its memory back. */
 #define HEAP_MIN_CAP 64
 
+/* Children per node.  With a few hundred thousand timers the heap outgrows
+ * the caches, and every level a timer moves through costs a miss in the
+ * array and another where the moved timer's position is written back (its
+ * handle).  Four children halve the levels of a binary heap; the four
+ * compared siblings sit in two adjacent cache lines. */
+#define HEAP_ARITY 4
+
+static inline size_t parent_of(size_t i) { return (i - 1) / HEAP_ARITY; }
+
 static inline int entry_less(const heap_entry *a, const heap_entry *b)
 {
     if (a->when != b->when)
@@ -24,7 +33,7 @@ static void sift_up(timer_heap *h, size_t i)
 {
     heap_entry e = h->entries[i];
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
+        size_t parent = parent_of(i);
         if (!entry_less(&e, &h->entries[parent]))
             break;
         place(h, i, h->entries[parent]);
@@ -38,11 +47,14 @@ static void sift_down(timer_heap *h, size_t i)
     heap_entry e = h->entries[i];
     size_t n = h->len;
     for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= n)
+        size_t first = HEAP_ARITY * i + 1;
+        if (first >= n)
             break;
-        if (child + 1 < n && entry_less(&h->entries[child + 1], &h->entries[child]))
-            child++;
+        size_t end = first + HEAP_ARITY < n ? first + HEAP_ARITY : n;
+        size_t child = first;  /* the earliest of i's children */
+        for (size_t c = first + 1; c < end; c++)
+            if (entry_less(&h->entries[c], &h->entries[child]))
+                child = c;
         if (!entry_less(&h->entries[child], &e))
             break;
         place(h, i, h->entries[child]);
@@ -115,7 +127,7 @@ void *heap_remove(timer_heap *h, size_t i)
         /* Move the last entry into the hole and restore the order in
          * whichever direction it is broken. */
         place(h, i, h->entries[h->len]);
-        if (i > 0 && entry_less(&h->entries[i], &h->entries[(i - 1) / 2]))
+        if (i > 0 && entry_less(&h->entries[i], &h->entries[parent_of(i)]))
             sift_up(h, i);
         else
             sift_down(h, i);

@@ -1,4 +1,4 @@
-/* timer_heap: a binary min-heap of timers ordered by (when, seq).
+/* timer_heap: a 4-ary min-heap of timers ordered by (when, seq).
  *
  * The heap stores opaque item pointers; it never dereferences them.  Each
  * entry also carries a pointer to a `ssize_t` that the item owns, where the
