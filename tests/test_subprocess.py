@@ -6,12 +6,17 @@ thread, no SIGCHLD handler, a status reaped through the Popen object kept).
 """
 
 import asyncio
+import contextlib
 import errno
+import fcntl
+import functools
 import gc
 import hashlib
+import logging
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -608,22 +613,49 @@ def test_no_watcher_thread_and_no_sigchld_handler(loop, minloop_only):
 class PidfdKqueue:
     """select.kqueue as _open_exit_kqueue uses it, for Linux: the pid's
     "EVFILT_PROC" registration is a pidfd, which is readable once the pid
-    has exited, as the kqueue is once it holds the NOTE_EXIT event."""
+    has exited, as the kqueue is once it holds the NOTE_EXIT event.  The
+    event carries the child's wait status in `data`, as the BSDs' does (and
+    macOS's, asked with NOTE_EXITSTATUS), even if another reaper took the
+    child: a test's reaper records what it took in `taken`."""
 
     opened = []
+    taken = {}             # pid -> returncode, taken by another reaper
 
     def __init__(self):
-        self.fd = None
+        self.fd = self.pid = None
         self.closed = False
         PidfdKqueue.opened.append(self)
 
-    def control(self, changes, max_events):
+    def control(self, changes, max_events, timeout=None):
+        from minloop import subprocess as ml_subprocess
+        if changes is None:
+            return self._exit_events()
         (change,) = changes
         assert (change.filter, change.flags, change.fflags) == (
-            select.KQ_FILTER_PROC, select.KQ_EV_ADD, select.KQ_NOTE_EXIT)
+            select.KQ_FILTER_PROC, select.KQ_EV_ADD,
+            select.KQ_NOTE_EXIT | ml_subprocess._NOTE_EXITSTATUS)
         assert max_events == 0
+        self.pid = change.ident
         self.fd = os.pidfd_open(change.ident)
         return []
+
+    def _exit_events(self):
+        from minloop import subprocess as ml_subprocess
+        try:
+            info = os.waitid(os.P_PIDFD, self.fd,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            returncode = PidfdKqueue.taken[self.pid]
+        else:
+            assert info is not None, 'the kqueue was readable'
+            returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                          else -info.si_status)
+        status = returncode << 8 if returncode >= 0 else -returncode
+        return [types.SimpleNamespace(
+            ident=self.pid, filter=select.KQ_FILTER_PROC,
+            flags=select.KQ_EV_ADD,
+            fflags=select.KQ_NOTE_EXIT | ml_subprocess._NOTE_EXITSTATUS,
+            data=status)]
 
     def fileno(self):
         return self.fd
@@ -649,6 +681,7 @@ def kqueue_exit_watch(minloop_only, monkeypatch):
                         ('KQ_NOTE_EXIT', 0x80000000)):
         monkeypatch.setattr(select, name, value, raising=False)
     PidfdKqueue.opened = []
+    PidfdKqueue.taken = {}
     return PidfdKqueue.opened
 
 
@@ -727,3 +760,217 @@ def test_pidfd_open_failure_falls_back_to_a_thread(
     assert run(loop, main()) == [3, 4]
     assert ml_subprocess._PidfdSupport.usable is pidfd_kept
     assert len(calls) == (2 if pidfd_kept else 1)
+
+
+# --- exit statuses, and other reapers in the process --------------------------
+#
+# A child's status is read once, by whoever reaps it first.  Popen.poll()/
+# wait() report 0 for a child someone else reaped (bpo-15756): the loop must
+# never take that up.  What each loop reports, by who else reaps children:
+#
+#   nobody         both loops: the real status.
+#   a SIGCHLD handler calling waitpid(-1) (the handler and the loop race):
+#                  asyncio: the real status if its watcher reaped first,
+#                  else 255 and its "pid N ... will report returncode 255"
+#                  warning; minloop the same, except where the kernel keeps
+#                  the status for it: a pidfd on Linux >= 6.15
+#                  (PIDFD_INFO_EXIT), the exit event of a kqueue.
+#   SIGCHLD ignored (SIG_IGN: the kernel reaps every child at its exit):
+#                  asyncio: always 255 and the warning; minloop: the real
+#                  status where the kernel keeps it, else as asyncio.
+#
+# The child waits for a line on stdin before it exits, so its exit comes
+# after the loop has started watching it: if the status is still to be had
+# anywhere, the loop must report it.
+
+EXITS = {
+    'exit_0': ('exit 0', 0),
+    'exit_7': ('exit 7', 7),
+    'signal': ('kill -TERM $$', -signal.SIGTERM),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_keeps_reaped_status():
+    """Whether a pidfd gives the status of its reaped process here
+    (ioctl PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux >= 6.15)."""
+    if not hasattr(os, 'pidfd_open'):
+        return False
+    proc = subprocess.Popen(['sh', '-c', 'exit 9'])
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        proc.wait()
+        info = bytearray(64)                        # struct pidfd_info
+        struct.pack_into('=Q', info, 0, 1 << 3)     # mask = PIDFD_INFO_EXIT
+        try:
+            fcntl.ioctl(pidfd, 0xC040FF0B, info)    # PIDFD_GET_INFO
+        except OSError:
+            return False
+        return (struct.unpack_from('=Q', info, 0)[0] & (1 << 3)
+                and struct.unpack_from('=i', info, 60)[0] == 9 << 8)
+    finally:
+        os.close(pidfd)
+
+
+def lost_status_warnings(caplog, pid):
+    """asyncio's warnings that the status of pid was lost, by either of its
+    child watchers' wordings."""
+    wordings = (f'Unknown child process pid {pid}, '
+                f'will report returncode 255',
+                f'child process pid {pid} exit status already read: '
+                f' will report returncode 255')
+    return [r.getMessage() for r in caplog.records
+            if r.name == 'asyncio' and r.levelno == logging.WARNING
+            and r.getMessage() in wordings]
+
+
+def asyncio_lost_status_wording(pid):
+    """The wording asyncio's own child watcher would use here: its pidfd
+    watcher's where it picks that one (3.12+, can_use_pidfd())."""
+    import asyncio.unix_events
+    can_use_pidfd = getattr(asyncio.unix_events, 'can_use_pidfd', None)
+    if can_use_pidfd is not None and can_use_pidfd():
+        return (f'child process pid {pid} exit status already read: '
+                f' will report returncode 255')
+    return f'Unknown child process pid {pid}, will report returncode 255'
+
+
+@contextlib.contextmanager
+def other_reaper(kind):
+    """Another reaper of children in the process while the block runs:
+    'nobody', 'waitpid' (a SIGCHLD handler reaping every exited child with
+    waitpid(-1, WNOHANG)) or 'sig_ign' (SIGCHLD ignored).  Yields
+    {pid: returncode} of the children the handler took."""
+    taken = PidfdKqueue.taken = {}
+
+    def reap_every_child(signum, frame):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            taken[pid] = os.waitstatus_to_exitcode(status)
+
+    old = signal.getsignal(signal.SIGCHLD)
+    if kind == 'waitpid':
+        signal.signal(signal.SIGCHLD, reap_every_child)
+    elif kind == 'sig_ign':
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        yield taken
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+
+
+async def run_child(loop, api, script):
+    """Start `sh -c 'read line; <script>'` with api, let it go, wait for it.
+
+    Returns (pid, what the loop reported, the transport's returncode, the
+    Popen object)."""
+    script = 'read line; ' + script
+    if api == 'create_subprocess_exec':
+        proc = await asyncio.create_subprocess_exec('sh', '-c', script,
+                                                    stdin=PIPE)
+        proc.stdin.write(b'go\n')
+        proc.stdin.close()
+        returncode = await proc.wait()
+        transport = proc._transport
+        assert proc.returncode == returncode
+    else:
+        if api == 'subprocess_exec':
+            start = loop.subprocess_exec(lambda: RecordingProtocol(loop),
+                                         'sh', '-c', script,
+                                         stdout=DEVNULL, stderr=DEVNULL)
+        else:
+            start = loop.subprocess_shell(lambda: RecordingProtocol(loop),
+                                          script,
+                                          stdout=DEVNULL, stderr=DEVNULL)
+        transport, proto = await start
+        transport.get_pipe_transport(0).write(b'go\n')
+        transport.get_pipe_transport(0).close()
+        returncode = await proto.exited
+        await proto.done
+    popen = transport.get_extra_info('subprocess')
+    result = (transport.get_pid(), returncode, transport.get_returncode(),
+              popen)
+    transport.close()
+    return result
+
+
+def check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept):
+    """Run one child; assert what the loop reports against what the test
+    knows: the real status unless another reaper took it and the kernel did
+    not keep it (status_kept) for the loop; then 255 and asyncio's warning.
+    """
+    script, real = EXITS[exit_kind]
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    with other_reaper(reaper) as taken:
+        pid, returncode, transport_returncode, popen = run(
+            loop, run_child(loop, api, script), timeout=10)
+    lost = not status_kept and (reaper == 'sig_ign' or pid in taken)
+    if pid in taken:
+        assert taken[pid] == real            # the handler read the truth
+    expected = 255 if lost else real
+    assert returncode == expected, (taken, lost)
+    # Never a status the loop does not know: above all, never 0 for a child
+    # that did not exit with 0 (Popen's fallback).
+    assert returncode == 0 or real != 0 or lost
+    # Popen and the transport agree, and Popen's methods say the same.
+    assert transport_returncode == popen.returncode == returncode
+    assert popen.poll() == popen.wait() == returncode
+    warnings_logged = lost_status_warnings(caplog, pid)
+    assert len(warnings_logged) == (1 if lost else 0), warnings_logged
+    return warnings_logged
+
+
+APIS = ['create_subprocess_exec', 'subprocess_exec', 'subprocess_shell']
+
+
+@pytest.mark.parametrize('api', APIS)
+@pytest.mark.parametrize('exit_kind', list(EXITS))
+@pytest.mark.parametrize('reaper', ['nobody', 'waitpid', 'sig_ign'])
+def test_exit_status_with_other_reapers(loop, loop_kind, caplog, api,
+                                        exit_kind, reaper):
+    # minloop's default watch on Linux is a pidfd: it keeps the status where
+    # the kernel does (an improvement on asyncio, in README's table).
+    status_kept = (loop_kind == 'minloop' and hasattr(os, 'pidfd_open')
+                   and kernel_keeps_reaped_status())
+    logged = check_exit_status(loop, caplog, api, exit_kind, reaper,
+                               status_kept)
+    if loop_kind == 'minloop' and logged:
+        # asyncio's own words for it, as its watcher here would log them.
+        pid = int(logged[0].split('pid ')[1].split()[0].rstrip(','))
+        assert logged == [asyncio_lost_status_wording(pid)]
+
+
+@pytest.fixture(params=['pidfd_without_exit_info', 'thread', 'kqueue'])
+def exit_watch_kind(request, minloop_only, monkeypatch):
+    """minloop's other ways of seeing an exit, and whether each keeps the
+    status of a child another reaper took."""
+    from minloop import subprocess as ml_subprocess
+    if request.param == 'pidfd_without_exit_info':
+        # A kernel before 6.15: the pidfd tells the exit, not the status.
+        if not hasattr(os, 'pidfd_open'):
+            pytest.skip('needs pidfd_open')
+        monkeypatch.setattr(ml_subprocess._PidfdSupport, 'exit_info', False)
+        return request.param, False
+    if request.param == 'thread':
+        monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', False)
+        monkeypatch.setattr(ml_subprocess, '_HAVE_KQUEUE_PROC', False)
+        return request.param, False
+    request.getfixturevalue('kqueue_exit_watch')
+    return request.param, True      # the exit event carries the status
+
+
+@pytest.mark.parametrize('api', APIS)
+@pytest.mark.parametrize('exit_kind', list(EXITS))
+@pytest.mark.parametrize('reaper', ['nobody', 'waitpid', 'sig_ign'])
+def test_exit_status_with_other_reapers_every_exit_watch(
+        loop, caplog, exit_watch_kind, api, exit_kind, reaper):
+    kind, status_kept = exit_watch_kind
+    if kind == 'kqueue' and reaper == 'sig_ign':
+        pytest.skip('the stand-in kqueue has no status where Linux keeps '
+                    'none (a real kqueue has it from the exit event)')
+    check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept)
