@@ -974,3 +974,213 @@ def test_exit_status_with_other_reapers_every_exit_watch(
         pytest.skip('the stand-in kqueue has no status where Linux keeps '
                     'none (a real kqueue has it from the exit event)')
     check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept)
+
+
+def status_kept_by_the_kernel():
+    return hasattr(os, 'pidfd_open') and kernel_keeps_reaped_status()
+
+
+async def start_gated_child(loop, exit_code=7):
+    """A child that exits with exit_code once open_gate(gate) is called --
+    synchronously, so the caller can reap it before the loop runs again.
+    Returns (transport, protocol, gate)."""
+    gate_r, gate = os.pipe()
+    try:
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop),
+            'sh', '-c', f'read line; exit {exit_code}',
+            stdin=gate_r, stdout=DEVNULL, stderr=DEVNULL)
+    except BaseException:
+        os.close(gate)
+        raise
+    finally:
+        os.close(gate_r)
+    return transport, proto, gate
+
+
+def open_gate(gate):
+    os.write(gate, b'go\n')
+    os.close(gate)
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+@pytest.mark.parametrize('how', ['send_signal', 'terminate', 'kill', 'close'])
+def test_signalling_a_child_reaped_elsewhere_invents_no_status(
+        loop, minloop_only, caplog, monkeypatch, how):
+    # Another reaper (the test, with waitpid) takes the child before the
+    # loop has seen it exit, then the transport is asked to signal it.
+    # Popen.send_signal()'s poll() would store 0 in Popen.returncode
+    # (bpo-15756): asyncio then reports 255 but its Popen says 0.  minloop
+    # signals nothing (the pid may be another process's by now) and invents
+    # nothing.  (Only the pidfd watch: the fallback thread, blocked in
+    # waitpid(), would race the test for the child.)
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    real_kill = os.kill
+    signalled = []
+
+    def kill(pid, sig):
+        signalled.append(pid)
+        real_kill(pid, sig)
+
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        popen = transport.get_extra_info('subprocess')
+        open_gate(gate)
+        # No await before this: the loop cannot have seen the exit.
+        _, status = os.waitpid(transport.get_pid(), 0)
+        assert os.waitstatus_to_exitcode(status) == 7
+        monkeypatch.setattr(os, 'kill', kill)
+        if how == 'send_signal':
+            transport.send_signal(signal.SIGUSR1)
+        else:
+            getattr(transport, how)()
+        monkeypatch.setattr(os, 'kill', real_kill)
+        assert signalled == []
+        assert popen.returncode is None
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return transport.get_pid(), returncode, popen.returncode
+
+    pid, returncode, popen_returncode = run(loop, main())
+    expected = 7 if status_kept_by_the_kernel() else 255
+    assert returncode == popen_returncode == expected
+    assert len(lost_status_warnings(caplog, pid)) == (expected == 255)
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+def test_a_status_popen_invented_is_corrected_where_the_kernel_kept_it(
+        loop, minloop_only):
+    # The user asks the Popen object after another reaper took the child:
+    # Popen stores 0 (bpo-15756).  Where the kernel kept the status for the
+    # pidfd, the loop reports it, and puts it in Popen.returncode too;
+    # elsewhere it can only take Popen's word.
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        popen = transport.get_extra_info('subprocess')
+        open_gate(gate)
+        os.waitpid(transport.get_pid(), 0)
+        assert popen.poll() == 0          # the standard library's fallback
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return returncode, popen.returncode
+
+    expected = 7 if status_kept_by_the_kernel() else 0
+    assert run(loop, main()) == (expected, expected)
+
+
+@pytest.fixture(params=['pidfd', 'kqueue'])
+def exit_fd_watch(request, minloop_only):
+    """minloop's ways of seeing an exit on the loop (not in a thread)."""
+    if request.param == 'pidfd':
+        if not hasattr(os, 'pidfd_open'):
+            pytest.skip('needs pidfd_open')
+    else:
+        request.getfixturevalue('kqueue_exit_watch')
+    return request.param
+
+
+def test_exit_waits_for_a_thread_inside_popen(loop, exit_fd_watch):
+    # A thread holds the Popen object's lock (as one inside Popen.wait()
+    # or poll() does) when the child exits: the loop neither reaps the
+    # child under it nor reports a status before it can read one, and then
+    # reaps it -- no zombie is left.  (The fallback thread itself waits
+    # for the child holding the lock, as Popen.wait() does.)
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), 'sh', '-c', 'read line; exit 7',
+            stdout=DEVNULL, stderr=DEVNULL)
+        popen = transport.get_extra_info('subprocess')
+        pid = transport.get_pid()
+        lock = popen._waitpid_lock
+        lock.acquire()
+        try:
+            transport.get_pipe_transport(0).close()    # the child exits
+            # Exited, and still not reaped: the lock is ours.
+            while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG
+                            | os.WNOWAIT) is None:
+                await asyncio.sleep(0.001)
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not proto.exited.done()
+            assert popen.returncode is None
+        finally:
+            lock.release()
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)       # reaped
+        return returncode, popen.returncode
+
+    assert run(loop, main()) == (7, 7)
+
+
+@pytest.mark.skipif(not hasattr(os, 'P_PIDFD'), reason='needs waitid(P_PIDFD)')
+def test_waitid_without_p_pidfd_falls_back_to_the_pid(loop, minloop_only,
+                                                      monkeypatch):
+    # Linux 5.3 has pidfd_open() but refuses waitid(P_PIDFD) with EINVAL.
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'waitid', True)
+    real_waitid = os.waitid
+    refused = []
+
+    def waitid(idtype, id, options):
+        if idtype == os.P_PIDFD:
+            refused.append(id)
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        return real_waitid(idtype, id, options)
+
+    monkeypatch.setattr(os, 'waitid', waitid)
+
+    async def main():
+        codes = []
+        for code in (7, 0):
+            proc = await asyncio.create_subprocess_exec('sh', '-c', f'exit {code}')
+            codes.append(await proc.wait())
+        return codes
+
+    assert run(loop, main()) == [7, 0]
+    assert len(refused) == 1
+    assert ml_subprocess._PidfdSupport.waitid is False
+
+
+@pytest.mark.parametrize('event_has_status', [True, False])
+def test_macos_exit_event_status(loop, kqueue_exit_watch, monkeypatch, caplog,
+                                 event_has_status):
+    # macOS puts the status in the NOTE_EXIT event only when asked with
+    # NOTE_EXITSTATUS, and says so in the event's fflags.  Another reaper
+    # takes the child first: with the status in the event the loop reports
+    # it; without, it is lost (255 and asyncio's warning).
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess, '_NOTE_EXITSTATUS', 0x04000000)
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    real_events = PidfdKqueue._exit_events
+
+    def exit_events(self):
+        events = real_events(self)
+        if not event_has_status:
+            for event in events:
+                event.fflags &= ~0x04000000
+                event.data = 0
+        return events
+
+    monkeypatch.setattr(PidfdKqueue, '_exit_events', exit_events)
+
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        pid = transport.get_pid()
+        open_gate(gate)
+        # The other reaper: the test, before the loop sees the event.
+        _, status = os.waitpid(pid, 0)
+        PidfdKqueue.taken[pid] = os.waitstatus_to_exitcode(status)
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return pid, returncode, transport.get_extra_info('subprocess').returncode
+
+    pid, returncode, popen_returncode = run(loop, main())
+    expected = 7 if event_has_status else 255
+    assert returncode == popen_returncode == expected
+    assert len(lost_status_warnings(caplog, pid)) == (not event_has_status)
