@@ -3,10 +3,16 @@
 asyncio's semantics (base_subprocess.BaseSubprocessTransport with
 unix_events._UnixSubprocessTransport), on our own machinery:
 
-* the child is started with subprocess.Popen, which owns its pid and its
-  status: every reap goes through Popen.poll()/wait(), so a user who calls
-  poll()/wait() on get_extra_info('subprocess') and the transport never
-  steal the exit status from each other;
+* the child is started with subprocess.Popen, and the Popen object holds
+  its status: the exit watch reaps the child itself (never through
+  Popen.poll()/wait(), which report 0 for a child someone else reaped) under
+  Popen's _waitpid_lock, and stores the status in Popen.returncode, so a
+  user who calls poll()/wait() on get_extra_info('subprocess') and the
+  transport never steal the status from each other, and agree on it;
+* a status is never invented: where the kernel has it no more (another
+  reaper in the process took it first, or SIGCHLD is ignored), the pidfd
+  (Linux >= 6.15) or the kqueue's exit event (macOS/BSD) still has it; where
+  neither has, the child is reported as asyncio does, 255 with its warning;
 * its stdin/stdout/stderr pipes are connected with the loop's
   connect_write_pipe/connect_read_pipe (so with its pipe transports, made by
   its _make_read_pipe_transport/_make_write_pipe_transport hooks), as
@@ -29,10 +35,13 @@ rule.
 """
 
 import asyncio
+import asyncio.unix_events
 import collections
 import errno
+import fcntl
 import os
 import select
+import struct
 import subprocess
 import sys
 import threading
@@ -51,16 +60,38 @@ _KILL_ERRORS_IGNORED = ((ProcessLookupError, PermissionError)
                         else (ProcessLookupError,))
 
 
-# --- seeing the child exit ----------------------------------------------------
+# --- reading the exit status --------------------------------------------------
+#
+# Popen's own reaping (Popen.poll(), wait(), and the poll() inside
+# send_signal()) turns a status it cannot read into 0: when waitpid() fails
+# with ECHILD because something else in the process took the child (a SIGCHLD
+# handler calling waitpid(-1), signal(SIGCHLD, SIG_IGN)), Popen takes that as
+# a success (bpo-15756).  So nothing here asks Popen for a status: the exit
+# watch reads it from the kernel itself, holding Popen's _waitpid_lock as
+# Popen's own methods do, and stores it in Popen.returncode, so that Popen and
+# the transport agree.  Where the kernel has the status no more, the child is
+# reported as asyncio reports it: 255, with asyncio's warning.
+
+def _returncode_of(info):
+    """Popen's returncode (-N for a child killed by signal N) of a waitid()."""
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return -info.si_status       # CLD_KILLED, CLD_DUMPED
+
 
 class _PidfdSupport:
-    """Whether os.pidfd_open works here (Linux >= 5.3, Python >= 3.9).
+    """What the kernel does with pidfds here, learnt from the first refusal.
 
-    Learnt from the first failure: ENOSYS (old kernel) and EPERM (a seccomp
-    filter, as some container runtimes install) do not change while the
-    process lives, so later children go straight to the thread fallback.
+    usable: os.pidfd_open works (Linux >= 5.3, Python >= 3.9).  ENOSYS (old
+    kernel) and EPERM (a seccomp filter, as some container runtimes install)
+    do not change while the process lives, so later children go straight to
+    the thread fallback.
+    waitid: waitid(P_PIDFD) works (Linux >= 5.4; 5.3 refuses it with EINVAL).
+    exit_info: ioctl(PIDFD_GET_INFO) is known (Linux >= 6.13).
     """
     usable = hasattr(os, 'pidfd_open')
+    waitid = hasattr(os, 'P_PIDFD')
+    exit_info = True
 
 
 def _open_pidfd(pid):
@@ -79,27 +110,169 @@ def _open_pidfd(pid):
         return None
 
 
+def _waitid(pidfd, pid, flags):
+    """waitid() for one child: its returncode, or None while it has not
+    exited.  ChildProcessError once it has been reaped (by anyone).
+
+    Through its pidfd where there is one: a pidfd names one process for
+    good, so a reaped child's recycled pid can never be waited for instead.
+    """
+    flags |= os.WEXITED
+    if pidfd is not None and _PidfdSupport.waitid:
+        try:
+            info = os.waitid(os.P_PIDFD, pidfd, flags)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            # Linux 5.3: the pid is still the child's until it is reaped.
+            _PidfdSupport.waitid = False
+        else:
+            return None if info is None else _returncode_of(info)
+    info = os.waitid(os.P_PID, pid, flags)
+    return None if info is None else _returncode_of(info)
+
+
+# ioctl(pidfd, PIDFD_GET_INFO) with PIDFD_INFO_EXIT (Linux >= 6.15): the
+# kernel keeps a reaped process's wait status for as long as a pidfd to it
+# is open, whoever reaped it -- even the kernel itself under SIG_IGN.  The
+# request encodes the size of the struct's first version (64 bytes), which
+# ends with `__s32 exit_code` (after a u64 mask, a u64 cgroup id and eleven
+# u32 ids).
+_PIDFD_GET_INFO = 0xC040FF0B     # _IOWR(0xFF, 11, 64 bytes)
+_PIDFD_INFO_SIZE = 64
+_PIDFD_INFO_EXIT = 1 << 3
+_PIDFD_INFO_EXIT_CODE_AT = 60
+_NOT_YET = object()
+
+
+def _pidfd_exit_info(pidfd):
+    """The returncode the kernel kept for the reaped child behind pidfd:
+    None if it kept none, _NOT_YET while another waiter is still reaping it.
+    """
+    if not _PidfdSupport.exit_info:
+        return None
+    info = bytearray(_PIDFD_INFO_SIZE)
+    struct.pack_into('=Q', info, 0, _PIDFD_INFO_EXIT)
+    try:
+        fcntl.ioctl(pidfd, _PIDFD_GET_INFO, info)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
+            _PidfdSupport.exit_info = False     # before 6.13
+        # ESRCH: the process is gone and no status was kept (6.13, 6.14).
+        return None
+    mask, = struct.unpack_from('=Q', info, 0)
+    if not mask & _PIDFD_INFO_EXIT:
+        # The process still exists: the reaper that made our waitid() fail
+        # has not released it yet.  Asked again, the kernel will know.
+        return _NOT_YET
+    status, = struct.unpack_from('=i', info, _PIDFD_INFO_EXIT_CODE_AT)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _exited(proc, pidfd):
+    """Whether the child has exited, asked without reaping it.
+
+    Popen.poll() would reap it -- and invent a 0 if someone else had.
+    """
+    if proc.returncode is not None:
+        return True
+    if not hasattr(os, 'waitid'):
+        return False
+    try:
+        return _waitid(pidfd, proc.pid, os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+# What asyncio logs when it finds a child already reaped: the wording of the
+# child watcher it would use here (3.12+ picks its pidfd watcher where
+# can_use_pidfd() says it may; before, and where it may not, a thread per
+# child).  Looked up on the first lost status only: can_use_pidfd() opens a
+# pidfd to find out.
+_LOST_STATUS_THREADED = (
+    'Unknown child process pid %d, will report returncode 255')
+_LOST_STATUS_PIDFD = (
+    'child process pid %d exit status already read: '
+    ' will report returncode 255')
+_lost_status_message = None
+
+
+def _status_lost(pid):
+    """The returncode of a child whose status is gone: asyncio's 255."""
+    global _lost_status_message
+    if _lost_status_message is None:
+        can_use_pidfd = getattr(asyncio.unix_events, 'can_use_pidfd', None)
+        _lost_status_message = (_LOST_STATUS_PIDFD
+                                if can_use_pidfd is not None and can_use_pidfd()
+                                else _LOST_STATUS_THREADED)
+    logger.warning(_lost_status_message, pid)
+    return 255
+
+
+def _reap_exited(proc, status=None):
+    """Reap the child, blocking until it exits, and store its returncode
+    in the Popen object; return it.  status: its returncode as learnt
+    elsewhere (a kqueue's exit event), if it was.
+
+    The caller holds Popen's _waitpid_lock, as Popen.wait() would.
+    """
+    if proc.returncode is not None:
+        # Reaped through the Popen object (the user's poll()/wait()).  An
+        # exit event's status is the kernel's word; Popen's may be its 0
+        # for a child another reaper took.
+        if status is not None:
+            proc.returncode = status
+        return proc.returncode
+    while True:
+        try:
+            reaped, wait_status = os.waitpid(proc.pid, 0)
+        except ChildProcessError:
+            # Another reaper took it.
+            proc.returncode = (status if status is not None
+                               else _status_lost(proc.pid))
+            return proc.returncode
+        # waitpid() has been seen to return 0 without WNOHANG (bpo-14396).
+        if reaped == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(wait_status)
+            return proc.returncode
+
+
+# --- seeing the child exit ----------------------------------------------------
+
 # macOS and the BSDs: a kqueue can watch a pid for its exit.
 _HAVE_KQUEUE_PROC = hasattr(select, 'KQ_FILTER_PROC')
+
+# The NOTE_EXIT event carries the child's wait status in `data`: always on
+# the BSDs, on macOS when NOTE_EXITSTATUS (sys/event.h; not in the select
+# module) is asked for -- then the status is had even if another reaper
+# takes the zombie first.  0 where no flag is needed.
+_NOTE_EXITSTATUS = 0x04000000 if sys.platform == 'darwin' else 0
+
+
+def _status_of_exit_event(event):
+    """The child's returncode from its NOTE_EXIT event, if it carries it."""
+    if not _NOTE_EXITSTATUS or event.fflags & _NOTE_EXITSTATUS:
+        return os.waitstatus_to_exitcode(event.data)
+    return None
 
 
 def _open_exit_kqueue(pid):
     """A kqueue of its own watching pid for its exit, or None.
 
-    The kqueue's fd is readable while it holds an event, and nothing here
-    takes the event out: once the child has exited it stays readable until
-    it is closed, as a pidfd does.  (Not the loop's poller: the loop's fd
-    table knows fds, and this gives the exit an fd of its own.)
+    The kqueue's fd is readable once it holds the exit event, as a pidfd is
+    once the child has exited.  (Not the loop's poller: the loop's fd table
+    knows fds, and this gives the exit an fd of its own.)
     """
     if not _HAVE_KQUEUE_PROC:
         return None
     kq = select.kqueue()
     try:
         kq.control([select.kevent(pid, select.KQ_FILTER_PROC,
-                                  select.KQ_EV_ADD, select.KQ_NOTE_EXIT)], 0)
+                                  select.KQ_EV_ADD,
+                                  select.KQ_NOTE_EXIT | _NOTE_EXITSTATUS)], 0)
     except OSError:
         # ESRCH: some kernels refuse a child that has already exited; the
-        # fallback thread's wait() then reaps it at once.
+        # fallback thread then reaps it at once.
         kq.close()
         return None
     return kq
@@ -111,15 +284,15 @@ class _ExitWatch:
     Where it can, it watches an fd that becomes readable when the child
     exits, as a reader on the loop: on Linux a pidfd, on macOS/BSD a kqueue
     with EVFILT_PROC/NOTE_EXIT for the pid.  The child stays a zombie, its
-    pid reserved, until it is reaped, so the reap in Popen.poll()
-    (waitpid(pid, WNOHANG), status converted with
-    os.waitstatus_to_exitcode: -N for a child killed by signal N) cannot hit
-    a recycled pid.
+    pid reserved, until it is reaped here (waitid(P_PIDFD) on Linux), so the
+    status read is the child's own.  If another reaper took the child
+    first, the pidfd still gets its status from the kernel (Linux >= 6.15),
+    the kqueue from the exit event.
 
     Elsewhere (kernels before 5.3, pidfd_open refused): a daemon thread
-    blocks in Popen.wait() and hands the return code to the loop with
-    call_soon_threadsafe -- asyncio's ThreadedChildWatcher idea, one thread
-    per child.
+    blocks in waitpid() as Popen.wait() would, and hands the return code to
+    the loop with call_soon_threadsafe -- asyncio's ThreadedChildWatcher
+    idea, one thread per child.
     """
 
     __slots__ = ('_loop', '_proc', '_on_exit', '_exit_fd', '_kqueue')
@@ -141,24 +314,85 @@ class _ExitWatch:
                 self.close()
                 raise
         else:
-            threading.Thread(target=self._wait_in_thread,
-                             name=f'minloop-waitpid-{proc.pid}',
-                             daemon=True).start()
+            self._start_thread()
+
+    @property
+    def pidfd(self):
+        """The child's pidfd while it is watched through one, else None."""
+        return self._exit_fd if self._kqueue is None else None
+
+    def _start_thread(self, status=None):
+        threading.Thread(target=self._wait_in_thread, args=(status,),
+                         name=f'minloop-waitpid-{self._proc.pid}',
+                         daemon=True).start()
 
     def _exit_fd_readable(self):
-        returncode = self._proc.poll()
-        if returncode is None:
-            # Popen's lock is held by another thread inside Popen.wait() on
-            # this (exited) child; it reaps it at once, and the fd, still
-            # readable, brings us back here to read the status it stored.
-            return
-        self.close()
+        if self._kqueue is not None:
+            events = self._kqueue.control(None, 1, 0)
+            if not events:
+                return
+            # The event is taken: the kqueue will not be readable again.
+            self.close()
+            status = _status_of_exit_event(events[0])
+            lock = self._proc._waitpid_lock
+            if not lock.acquire(False):
+                # A thread is inside Popen.wait() or poll(): a thread of
+                # ours reaps the child once it is done.
+                self._start_thread(status)
+                return
+            try:
+                # NOTE_EXIT may come a moment before the zombie can be
+                # reaped: the wait is short.
+                returncode = _reap_exited(self._proc, status)
+            finally:
+                lock.release()
+        else:
+            returncode = self._reap_through_pidfd()
+            if returncode is None:
+                return      # the fd, still readable, brings us back
+            self.close()
         # One loop iteration later, as asyncio's watchers report an exit:
         # output read in the same wake-up reaches the protocol first.
         self._loop.call_soon(self._on_exit, returncode)
 
-    def _wait_in_thread(self):
-        returncode = self._proc.wait()
+    def _reap_through_pidfd(self):
+        """The returncode of the child, whose pidfd is readable, or None to
+        be called again."""
+        proc, pidfd = self._proc, self._exit_fd
+        lock = proc._waitpid_lock
+        if not lock.acquire(False):
+            # Another thread is inside Popen.wait() or poll(), and reaps the
+            # exited child in a moment: come back once it is done.
+            return None
+        try:
+            if proc.returncode is not None:
+                # Reaped through the Popen object (the user's poll()/wait()):
+                # Popen's word -- unless the kernel kept the status, since
+                # Popen's may be its 0 for a child another reaper took.
+                kept = _pidfd_exit_info(pidfd)
+                if kept is not None and kept is not _NOT_YET:
+                    proc.returncode = kept
+                return proc.returncode
+            try:
+                returncode = _waitid(pidfd, proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                # Another reaper took it (or the kernel did: SIG_IGN).
+                returncode = _pidfd_exit_info(pidfd)
+                if returncode is _NOT_YET:
+                    return None
+                if returncode is None:
+                    returncode = _status_lost(proc.pid)
+            if returncode is None:
+                return None     # readable a moment before waitable
+            proc.returncode = returncode
+            return returncode
+        finally:
+            lock.release()
+
+    def _wait_in_thread(self, status=None):
+        proc = self._proc
+        with proc._waitpid_lock:
+            returncode = _reap_exited(proc, status)
         try:
             self._loop.call_soon_threadsafe(self._on_exit, returncode)
         except RuntimeError:
@@ -337,18 +571,19 @@ class SubprocessTransport(asyncio.SubprocessTransport):
         for proto in self._pipes.values():
             if proto is not None:
                 proto.pipe.close()
-        if (self._proc is not None
-                and self._returncode is None
-                # It may have exited without our having seen it yet.
-                and self._proc.poll() is None):
-            if self._loop.get_debug():
-                logger.warning('Close running child process: kill %r', self)
-            try:
-                self._proc.kill()
-            except _KILL_ERRORS_IGNORED:
-                pass
+        if self._proc is not None and self._returncode is None:
+            # It may have exited without our having seen it yet.
+            self._unless_exited(self._kill_running_child)
             # The exit watch stays: the exit is still reported to the
             # protocol and to _wait().
+
+    def _kill_running_child(self):
+        if self._loop.get_debug():
+            logger.warning('Close running child process: kill %r', self)
+        try:
+            self._proc.kill()
+        except _KILL_ERRORS_IGNORED:
+            pass
 
     def get_pid(self):
         return self._pid
@@ -366,19 +601,41 @@ class SubprocessTransport(asyncio.SubprocessTransport):
         if self._proc is None:
             raise ProcessLookupError()
 
-    # Popen.send_signal reaps an exited child first and then skips the
-    # signal, so a signal never reaches a recycled pid.
+    def _unless_exited(self, action):
+        """Call action() -- which signals the child through Popen -- unless
+        the child has exited.
+
+        Popen.send_signal() first reaps an exited child with poll() and then
+        skips the signal, so that a signal never reaches a recycled pid; but
+        poll() invents a 0 for a child someone else reaped.  So we tell
+        whether it exited (without reaping it) ourselves, holding Popen's
+        lock: poll() cannot take it, and leaves the status alone.
+        """
+        proc = self._proc
+        lock = proc._waitpid_lock
+        if not lock.acquire(False):
+            # A thread waits for the child inside Popen (the exit watch's,
+            # or the user's Popen.wait()): poll() cannot reap it either.
+            action()
+            return
+        try:
+            watch = self._exit_watch
+            if not _exited(proc, None if watch is None else watch.pidfd):
+                action()
+        finally:
+            lock.release()
+
     def send_signal(self, signal):
         self._check_proc()
-        self._proc.send_signal(signal)
+        self._unless_exited(lambda: self._proc.send_signal(signal))
 
     def terminate(self):
         self._check_proc()
-        self._proc.terminate()
+        self._unless_exited(self._proc.terminate)
 
     def kill(self):
         self._check_proc()
-        self._proc.kill()
+        self._unless_exited(self._proc.kill)
 
     async def _wait(self):
         """Wait for the process to finish; return its return code."""

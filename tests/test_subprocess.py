@@ -2,16 +2,23 @@
 
 Every test runs on asyncio's loop and on minloop (the ``loop`` fixture); the
 few marked ``minloop_only`` test promises asyncio does not make (no watcher
-thread, no SIGCHLD handler, a status reaped through the Popen object kept).
+thread, no SIGCHLD handler, a status reaped through the Popen object kept,
+a status another reaper took never invented and recovered where the kernel
+keeps it).
 """
 
 import asyncio
+import contextlib
 import errno
+import fcntl
+import functools
 import gc
 import hashlib
+import logging
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -608,22 +615,50 @@ def test_no_watcher_thread_and_no_sigchld_handler(loop, minloop_only):
 class PidfdKqueue:
     """select.kqueue as _open_exit_kqueue uses it, for Linux: the pid's
     "EVFILT_PROC" registration is a pidfd, which is readable once the pid
-    has exited, as the kqueue is once it holds the NOTE_EXIT event."""
+    has exited, as the kqueue is once it holds the NOTE_EXIT event.  The
+    event carries the child's wait status in `data`, as the BSDs' does (and
+    macOS's, asked with NOTE_EXITSTATUS), even if another reaper took the
+    child: a test's reaper records what it took in `taken`."""
 
     opened = []
+    taken = {}             # pid -> returncode, taken by another reaper
 
     def __init__(self):
-        self.fd = None
+        self.fd = self.pid = None
         self.closed = False
         PidfdKqueue.opened.append(self)
 
-    def control(self, changes, max_events):
+    def control(self, changes, max_events, timeout=None):
+        from minloop import subprocess as ml_subprocess
+        if changes is None:
+            return self._exit_events()
         (change,) = changes
         assert (change.filter, change.flags, change.fflags) == (
-            select.KQ_FILTER_PROC, select.KQ_EV_ADD, select.KQ_NOTE_EXIT)
+            select.KQ_FILTER_PROC, select.KQ_EV_ADD,
+            select.KQ_NOTE_EXIT | ml_subprocess._NOTE_EXITSTATUS)
         assert max_events == 0
+        self.pid = change.ident
         self.fd = os.pidfd_open(change.ident)
         return []
+
+    def _exit_events(self):
+        from minloop import subprocess as ml_subprocess
+        try:
+            info = os.waitid(os.P_PIDFD, self.fd,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            returncode = PidfdKqueue.taken[self.pid]
+        else:
+            if info is None:
+                return []       # exiting, not yet waitable: no event yet
+            returncode = (info.si_status if info.si_code == os.CLD_EXITED
+                          else -info.si_status)
+        status = returncode << 8 if returncode >= 0 else -returncode
+        return [types.SimpleNamespace(
+            ident=self.pid, filter=select.KQ_FILTER_PROC,
+            flags=select.KQ_EV_ADD,
+            fflags=select.KQ_NOTE_EXIT | ml_subprocess._NOTE_EXITSTATUS,
+            data=status)]
 
     def fileno(self):
         return self.fd
@@ -649,6 +684,7 @@ def kqueue_exit_watch(minloop_only, monkeypatch):
                         ('KQ_NOTE_EXIT', 0x80000000)):
         monkeypatch.setattr(select, name, value, raising=False)
     PidfdKqueue.opened = []
+    PidfdKqueue.taken = {}
     return PidfdKqueue.opened
 
 
@@ -727,3 +763,422 @@ def test_pidfd_open_failure_falls_back_to_a_thread(
     assert run(loop, main()) == [3, 4]
     assert ml_subprocess._PidfdSupport.usable is pidfd_kept
     assert len(calls) == (2 if pidfd_kept else 1)
+
+
+# --- exit statuses, and other reapers in the process --------------------------
+#
+# A child's status is read once, by whoever reaps it first.  Popen.poll()/
+# wait() report 0 for a child someone else reaped (bpo-15756): the loop must
+# never take that up.  What each loop reports, by who else reaps children:
+#
+#   nobody         both loops: the real status.
+#   a SIGCHLD handler calling waitpid(-1) (the handler and the loop race):
+#                  asyncio: the real status if its watcher reaped first,
+#                  else 255 and its "pid N ... will report returncode 255"
+#                  warning; minloop the same, except where the kernel keeps
+#                  the status for it: a pidfd on Linux >= 6.15
+#                  (PIDFD_INFO_EXIT), the exit event of a kqueue.
+#   SIGCHLD ignored (SIG_IGN: the kernel reaps every child at its exit):
+#                  asyncio: always 255 and the warning; minloop: the real
+#                  status where the kernel keeps it, else as asyncio.
+#
+# The child waits for a line on stdin before it exits, so its exit comes
+# after the loop has started watching it: if the status is still to be had
+# anywhere, the loop must report it.
+
+EXITS = {
+    'exit_0': ('exit 0', 0),
+    'exit_7': ('exit 7', 7),
+    'signal': ('kill -TERM $$', -signal.SIGTERM),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_keeps_reaped_status():
+    """Whether a pidfd gives the status of its reaped process here
+    (ioctl PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux >= 6.15)."""
+    if not hasattr(os, 'pidfd_open'):
+        return False
+    proc = subprocess.Popen(['sh', '-c', 'exit 9'])
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        proc.wait()
+        info = bytearray(64)                        # struct pidfd_info
+        struct.pack_into('=Q', info, 0, 1 << 3)     # mask = PIDFD_INFO_EXIT
+        try:
+            fcntl.ioctl(pidfd, 0xC040FF0B, info)    # PIDFD_GET_INFO
+        except OSError:
+            return False
+        return (struct.unpack_from('=Q', info, 0)[0] & (1 << 3)
+                and struct.unpack_from('=i', info, 60)[0] == 9 << 8)
+    finally:
+        os.close(pidfd)
+
+
+def lost_status_warnings(caplog, pid):
+    """asyncio's warnings that the status of pid was lost, by either of its
+    child watchers' wordings."""
+    wordings = (f'Unknown child process pid {pid}, '
+                f'will report returncode 255',
+                f'child process pid {pid} exit status already read: '
+                f' will report returncode 255')
+    return [r.getMessage() for r in caplog.records
+            if r.name == 'asyncio' and r.levelno == logging.WARNING
+            and r.getMessage() in wordings]
+
+
+def asyncio_lost_status_wording(pid):
+    """The wording asyncio's own child watcher would use here: its pidfd
+    watcher's where it picks that one (3.12+, can_use_pidfd())."""
+    import asyncio.unix_events
+    can_use_pidfd = getattr(asyncio.unix_events, 'can_use_pidfd', None)
+    if can_use_pidfd is not None and can_use_pidfd():
+        return (f'child process pid {pid} exit status already read: '
+                f' will report returncode 255')
+    return f'Unknown child process pid {pid}, will report returncode 255'
+
+
+@contextlib.contextmanager
+def other_reaper(kind):
+    """Another reaper of children in the process while the block runs:
+    'nobody', 'waitpid' (a SIGCHLD handler reaping every exited child with
+    waitpid(-1, WNOHANG)) or 'sig_ign' (SIGCHLD ignored).  Yields
+    {pid: returncode} of the children the handler took."""
+    taken = PidfdKqueue.taken = {}
+
+    def reap_every_child(signum, frame):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            taken[pid] = os.waitstatus_to_exitcode(status)
+
+    old = signal.getsignal(signal.SIGCHLD)
+    if kind == 'waitpid':
+        signal.signal(signal.SIGCHLD, reap_every_child)
+    elif kind == 'sig_ign':
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        yield taken
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+
+
+async def run_child(loop, api, script):
+    """Start `sh -c 'read line; <script>'` with api, let it go, wait for it.
+
+    Returns (pid, what the loop reported, the transport's returncode, the
+    Popen object)."""
+    script = 'read line; ' + script
+    if api == 'create_subprocess_exec':
+        proc = await asyncio.create_subprocess_exec('sh', '-c', script,
+                                                    stdin=PIPE)
+        proc.stdin.write(b'go\n')
+        proc.stdin.close()
+        returncode = await proc.wait()
+        transport = proc._transport
+        assert proc.returncode == returncode
+    else:
+        if api == 'subprocess_exec':
+            start = loop.subprocess_exec(lambda: RecordingProtocol(loop),
+                                         'sh', '-c', script,
+                                         stdout=DEVNULL, stderr=DEVNULL)
+        else:
+            start = loop.subprocess_shell(lambda: RecordingProtocol(loop),
+                                          script,
+                                          stdout=DEVNULL, stderr=DEVNULL)
+        transport, proto = await start
+        transport.get_pipe_transport(0).write(b'go\n')
+        transport.get_pipe_transport(0).close()
+        returncode = await proto.exited
+        await proto.done
+    popen = transport.get_extra_info('subprocess')
+    result = (transport.get_pid(), returncode, transport.get_returncode(),
+              popen)
+    transport.close()
+    return result
+
+
+def check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept):
+    """Run one child; assert what the loop reports against what the test
+    knows: the real status unless another reaper took it and the kernel did
+    not keep it (status_kept) for the loop; then 255 and asyncio's warning.
+    """
+    script, real = EXITS[exit_kind]
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    with other_reaper(reaper) as taken:
+        pid, returncode, transport_returncode, popen = run(
+            loop, run_child(loop, api, script), timeout=10)
+    lost = not status_kept and (reaper == 'sig_ign' or pid in taken)
+    if pid in taken:
+        assert taken[pid] == real            # the handler read the truth
+    expected = 255 if lost else real
+    assert returncode == expected, (taken, lost)
+    # Never a status the loop does not know: above all, never 0 for a child
+    # that did not exit with 0 (Popen's fallback).
+    assert returncode == 0 or real != 0 or lost
+    # Popen and the transport agree, and Popen's methods say the same.
+    assert transport_returncode == popen.returncode == returncode
+    assert popen.poll() == popen.wait() == returncode
+    # asyncio's warning, in the words its own child watcher uses here.
+    assert lost_status_warnings(caplog, pid) == (
+        [asyncio_lost_status_wording(pid)] if lost else [])
+
+
+APIS = ['create_subprocess_exec', 'subprocess_exec', 'subprocess_shell']
+
+
+@pytest.mark.parametrize('api', APIS)
+@pytest.mark.parametrize('exit_kind', list(EXITS))
+@pytest.mark.parametrize('reaper', ['nobody', 'waitpid', 'sig_ign'])
+def test_exit_status_with_other_reapers(loop, loop_kind, caplog, api,
+                                        exit_kind, reaper):
+    # minloop's default watch on Linux is a pidfd: it keeps the status where
+    # the kernel does (an improvement on asyncio, in README's table).
+    status_kept = (loop_kind == 'minloop' and hasattr(os, 'pidfd_open')
+                   and kernel_keeps_reaped_status())
+    check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept)
+
+
+@pytest.fixture(params=['pidfd_without_exit_info', 'thread', 'kqueue'])
+def exit_watch_kind(request, minloop_only, monkeypatch):
+    """minloop's other ways of seeing an exit, and whether each keeps the
+    status of a child another reaper took."""
+    from minloop import subprocess as ml_subprocess
+    if request.param == 'pidfd_without_exit_info':
+        # A kernel before 6.15: the pidfd tells the exit, not the status.
+        if not hasattr(os, 'pidfd_open'):
+            pytest.skip('needs pidfd_open')
+        monkeypatch.setattr(ml_subprocess._PidfdSupport, 'exit_info', False)
+        return request.param, False
+    if request.param == 'thread':
+        monkeypatch.setattr(ml_subprocess._PidfdSupport, 'usable', False)
+        monkeypatch.setattr(ml_subprocess, '_HAVE_KQUEUE_PROC', False)
+        return request.param, False
+    request.getfixturevalue('kqueue_exit_watch')
+    return request.param, True      # the exit event carries the status
+
+
+@pytest.mark.parametrize('api', APIS)
+@pytest.mark.parametrize('exit_kind', list(EXITS))
+@pytest.mark.parametrize('reaper', ['nobody', 'waitpid', 'sig_ign'])
+def test_exit_status_with_other_reapers_every_exit_watch(
+        loop, caplog, exit_watch_kind, api, exit_kind, reaper):
+    kind, status_kept = exit_watch_kind
+    if kind == 'kqueue' and reaper == 'sig_ign':
+        pytest.skip('the stand-in kqueue has no status where Linux keeps '
+                    'none (a real kqueue has it from the exit event)')
+    check_exit_status(loop, caplog, api, exit_kind, reaper, status_kept)
+
+
+def status_kept_by_the_kernel():
+    return hasattr(os, 'pidfd_open') and kernel_keeps_reaped_status()
+
+
+async def start_gated_child(loop, exit_code=7):
+    """A child that exits with exit_code once open_gate(gate) is called --
+    synchronously, so the caller can reap it before the loop runs again.
+    Returns (transport, protocol, gate)."""
+    gate_r, gate = os.pipe()
+    try:
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop),
+            'sh', '-c', f'read line; exit {exit_code}',
+            stdin=gate_r, stdout=DEVNULL, stderr=DEVNULL)
+    except BaseException:
+        os.close(gate)
+        raise
+    finally:
+        os.close(gate_r)
+    return transport, proto, gate
+
+
+def open_gate(gate):
+    os.write(gate, b'go\n')
+    os.close(gate)
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+@pytest.mark.parametrize('how', ['send_signal', 'terminate', 'kill', 'close'])
+def test_signalling_a_child_reaped_elsewhere_invents_no_status(
+        loop, minloop_only, caplog, monkeypatch, how):
+    # Another reaper (the test, with waitpid) takes the child before the
+    # loop has seen it exit, then the transport is asked to signal it.
+    # Popen.send_signal()'s poll() would store 0 in Popen.returncode
+    # (bpo-15756): asyncio then reports 255 but its Popen says 0.  minloop
+    # signals nothing (the pid may be another process's by now) and invents
+    # nothing.  (Only the pidfd watch: the fallback thread, blocked in
+    # waitpid(), would race the test for the child.)
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    real_kill = os.kill
+    signalled = []
+
+    def kill(pid, sig):
+        signalled.append(pid)
+        real_kill(pid, sig)
+
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        popen = transport.get_extra_info('subprocess')
+        open_gate(gate)
+        # No await before this: the loop cannot have seen the exit.
+        _, status = os.waitpid(transport.get_pid(), 0)
+        assert os.waitstatus_to_exitcode(status) == 7
+        monkeypatch.setattr(os, 'kill', kill)
+        if how == 'send_signal':
+            transport.send_signal(signal.SIGUSR1)
+        else:
+            getattr(transport, how)()
+        monkeypatch.setattr(os, 'kill', real_kill)
+        assert signalled == []
+        assert popen.returncode is None
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return transport.get_pid(), returncode, popen.returncode
+
+    pid, returncode, popen_returncode = run(loop, main())
+    expected = 7 if status_kept_by_the_kernel() else 255
+    assert returncode == popen_returncode == expected
+    assert len(lost_status_warnings(caplog, pid)) == (expected == 255)
+
+
+@pytest.mark.skipif(not hasattr(os, 'pidfd_open'), reason='needs pidfd_open')
+def test_a_status_popen_invented_is_corrected_where_the_kernel_kept_it(
+        loop, minloop_only):
+    # The user asks the Popen object after another reaper took the child:
+    # Popen stores 0 (bpo-15756).  Where the kernel kept the status for the
+    # pidfd, the loop reports it, and puts it in Popen.returncode too;
+    # elsewhere it can only take Popen's word.
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        popen = transport.get_extra_info('subprocess')
+        open_gate(gate)
+        os.waitpid(transport.get_pid(), 0)
+        assert popen.poll() == 0          # the standard library's fallback
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return returncode, popen.returncode
+
+    expected = 7 if status_kept_by_the_kernel() else 0
+    assert run(loop, main()) == (expected, expected)
+
+
+@pytest.fixture(params=['pidfd', 'kqueue'])
+def exit_fd_watch(request, minloop_only):
+    """minloop's ways of seeing an exit on the loop (not in a thread)."""
+    if request.param == 'pidfd':
+        if not hasattr(os, 'pidfd_open'):
+            pytest.skip('needs pidfd_open')
+    else:
+        request.getfixturevalue('kqueue_exit_watch')
+    return request.param
+
+
+def test_exit_waits_for_a_thread_inside_popen(loop, exit_fd_watch):
+    # A thread holds the Popen object's lock (as one inside Popen.wait()
+    # or poll() does) when the child exits: the loop neither reaps the
+    # child under it nor reports a status before it can read one, and then
+    # reaps it -- no zombie is left.  (The fallback thread itself waits
+    # for the child holding the lock, as Popen.wait() does.)
+    async def main():
+        transport, proto = await loop.subprocess_exec(
+            lambda: RecordingProtocol(loop), 'sh', '-c', 'read line; exit 7',
+            stdout=DEVNULL, stderr=DEVNULL)
+        popen = transport.get_extra_info('subprocess')
+        pid = transport.get_pid()
+        lock = popen._waitpid_lock
+        lock.acquire()
+        try:
+            transport.get_pipe_transport(0).close()    # the child exits
+            # Exited, and still not reaped: the lock is ours.
+            while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG
+                            | os.WNOWAIT) is None:
+                await asyncio.sleep(0.001)
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not proto.exited.done()
+            assert popen.returncode is None
+        finally:
+            lock.release()
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)       # reaped
+        return returncode, popen.returncode
+
+    assert run(loop, main()) == (7, 7)
+
+
+@pytest.mark.skipif(not hasattr(os, 'P_PIDFD'), reason='needs waitid(P_PIDFD)')
+def test_waitid_without_p_pidfd_falls_back_to_the_pid(loop, minloop_only,
+                                                      monkeypatch):
+    # Linux 5.3 has pidfd_open() but refuses waitid(P_PIDFD) with EINVAL.
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess._PidfdSupport, 'waitid', True)
+    real_waitid = os.waitid
+    refused = []
+
+    def waitid(idtype, id, options):
+        if idtype == os.P_PIDFD:
+            refused.append(id)
+            raise OSError(errno.EINVAL, 'Invalid argument')
+        return real_waitid(idtype, id, options)
+
+    monkeypatch.setattr(os, 'waitid', waitid)
+
+    async def main():
+        codes = []
+        for code in (7, 0):
+            proc = await asyncio.create_subprocess_exec('sh', '-c', f'exit {code}')
+            codes.append(await proc.wait())
+        return codes
+
+    assert run(loop, main()) == [7, 0]
+    assert len(refused) == 1
+    assert ml_subprocess._PidfdSupport.waitid is False
+
+
+@pytest.mark.parametrize('event_has_status', [True, False])
+def test_macos_exit_event_status(loop, kqueue_exit_watch, monkeypatch, caplog,
+                                 event_has_status):
+    # macOS puts the status in the NOTE_EXIT event only when asked with
+    # NOTE_EXITSTATUS, and says so in the event's fflags.  Another reaper
+    # takes the child first: with the status in the event the loop reports
+    # it; without, it is lost (255 and asyncio's warning).
+    from minloop import subprocess as ml_subprocess
+    monkeypatch.setattr(ml_subprocess, '_NOTE_EXITSTATUS', 0x04000000)
+    caplog.set_level(logging.WARNING, logger='asyncio')
+    real_events = PidfdKqueue._exit_events
+
+    def exit_events(self):
+        events = real_events(self)
+        if not event_has_status:
+            for event in events:
+                event.fflags &= ~0x04000000
+                event.data = 0
+        return events
+
+    monkeypatch.setattr(PidfdKqueue, '_exit_events', exit_events)
+
+    async def main():
+        transport, proto, gate = await start_gated_child(loop)
+        pid = transport.get_pid()
+        open_gate(gate)
+        # The other reaper: the test, before the loop sees the event.
+        _, status = os.waitpid(pid, 0)
+        PidfdKqueue.taken[pid] = os.waitstatus_to_exitcode(status)
+        returncode = await proto.exited
+        await proto.done
+        transport.close()
+        return pid, returncode, transport.get_extra_info('subprocess').returncode
+
+    pid, returncode, popen_returncode = run(loop, main())
+    expected = 7 if event_has_status else 255
+    assert returncode == popen_returncode == expected
+    assert len(lost_status_warnings(caplog, pid)) == (not event_has_status)
