@@ -20,6 +20,9 @@ cdef class Handle:
         readonly object _loop
         readonly bint _cancelled
         readonly object _source_traceback
+        # asyncio's handles take weak references (its __slots__ has
+        # __weakref__); so do ours.
+        object __weakref__
         # The repr frozen at cancel() in debug mode, as asyncio keeps it for
         # the "Executing <Handle ...> took N seconds" warning.
         object _repr
