@@ -18,7 +18,6 @@ fresh process; see minloop/bench/.
 import argparse
 import os
 import platform
-import runpy
 import sys
 
 
@@ -36,25 +35,6 @@ def cmd_info(args):
     return 0
 
 
-def cmd_run(args):
-    from .policy import install
-    install()
-    if args.module:
-        target, rest = args.module, args.args
-        sys.argv = [target, *rest]
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
-    else:
-        if not args.args:
-            print("minloop run: a script path or -m module is required", file=sys.stderr)
-            return 2
-        script, rest = args.args[0], args.args[1:]
-        sys.argv = [script, *rest]
-        # As `python script.py` does: the script's directory comes first.
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-        runpy.run_path(script, run_name="__main__")
-    return 0
-
-
 def cmd_bench(args):
     from .bench import suite
     return suite.main(args, args.bench_parser)
@@ -69,14 +49,24 @@ def build_parser():
 
     sub.add_parser("info", help="version, Python, platform and poller backend")
 
+    # Only for the help: main() hands run's arguments to _cli_run.parse,
+    # since argparse would take the program's own options for ours.
     run = sub.add_parser(
         "run", help="run an asyncio program with minloop as its loop",
-        description="Run a script (or -m module) with minloop's event loop "
-                    "policy installed, so asyncio.run() & co. use minloop.")
+        usage="python -m minloop run [-h] (-m MODULE | SCRIPT) [ARGS ...]",
+        description="Run a script (or -m MODULE) as python would, with minloop's "
+                    "event loop policy installed, so asyncio.run(), asyncio.Runner() "
+                    "and asyncio.new_event_loop() make minloop loops.",
+        epilog="Everything after SCRIPT or -m MODULE is the program's, its options "
+               "included. A program that picks its own loop (a loop_factory, "
+               "uvloop.install(), uvicorn's --loop) keeps it; run says so on stderr.")
     run.add_argument("-m", dest="module", metavar="MODULE",
                      help="run a library module as a script, like python -m")
-    run.add_argument("args", nargs=argparse.REMAINDER,
-                     help="the script and its arguments (or the module's)")
+    run.add_argument("script", nargs="?", metavar="SCRIPT",
+                     help="a script, a directory or zip file with __main__.py, or - "
+                          "for standard input")
+    run.add_argument("args", nargs="*", metavar="ARGS", help="the program's arguments")
+    parser.run_parser = run
 
     bench = sub.add_parser(
         "bench", help="minloop side by side with asyncio, uvloop and rloop",
@@ -93,8 +83,13 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    handler = {"info": cmd_info, "run": cmd_run, "bench": cmd_bench}[args.command]
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if argv[:1] == ["run"]:
+        from . import _cli_run
+        return _cli_run.main(argv[1:], parser.run_parser)
+    args = parser.parse_args(argv)
+    handler = {"info": cmd_info, "bench": cmd_bench}[args.command]
     return handler(args)
 
 
