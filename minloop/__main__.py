@@ -1,7 +1,7 @@
 """The minloop command line: ``python -m minloop ...``.
 
     python -m minloop --version
-    python -m minloop info              version, Python, platform, poller
+    python -m minloop info              what a bug report needs: versions, build, poller...
     python -m minloop run script.py [args...]
     python -m minloop run -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
@@ -19,6 +19,7 @@ import argparse
 import os
 import platform
 import sys
+import sysconfig
 
 
 def _version():
@@ -26,12 +27,115 @@ def _version():
     return __version__
 
 
-def cmd_info(args):
+# Packages whose presence or version changes how an asyncio program runs:
+# other loops, servers that pick a loop, libraries that reach into it.
+_ASYNCIO_PACKAGES = ("uvloop", "rloop", "uvicorn", "hypercorn", "gunicorn", "granian",
+                     "aiohttp", "anyio", "httptools", "websockets", "asyncpg",
+                     "pytest-asyncio", "nest-asyncio")
+
+
+def _build_line():
+    from .loop import _build_flags
+    flags = _build_flags()
+    if flags["optimized"]:
+        text = "release (optimized"
+    else:
+        text = "debug (not optimized"
+    text += ", C asserts on)" if flags["assertions"] else ")"
+    if flags["address_sanitizer"]:
+        text += ", AddressSanitizer"
+    return text
+
+
+def _poller_line():
+    import errno
     from . import poller_backend_name
-    print(f"minloop {_version()}")
-    print(f"python {platform.python_implementation()} {platform.python_version()}")
-    print(f"platform {platform.platform()}")
-    print(f"poller {poller_backend_name()}")
+    from .loop import _poller_probe_pwait2
+    backend = poller_backend_name()
+    if backend == "kqueue":
+        return "kqueue; timed waits with kevent (nanosecond timeouts)"
+    probe = _poller_probe_pwait2()
+    if probe == 0:
+        waits = "epoll_pwait2 (nanosecond timeouts)"
+    elif probe < 0:
+        waits = "epoll_wait (millisecond timeouts: built without epoll_pwait2)"
+    elif probe == errno.ENOSYS:
+        waits = "epoll_wait (millisecond timeouts: the kernel has no epoll_pwait2)"
+    else:
+        waits = f"epoll_pwait2, which fails here with {errno.errorcode.get(probe, probe)}"
+    return f"{backend}; timed waits with {waits}"
+
+
+def _child_exits_line():
+    # The order minloop/subprocess.py tries them in: a pidfd, a kqueue
+    # watching the pid, else a thread per child waiting in waitpid().
+    import select
+    if hasattr(os, "pidfd_open"):
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+            return "a pidfd per child, in the poller"
+        except OSError as exc:
+            return f"a waiter thread per child (pidfd_open fails: {exc.strerror})"
+    if hasattr(select, "KQ_FILTER_PROC"):
+        return "a kqueue per child (EVFILT_PROC), in the poller"
+    return "a waiter thread per child"
+
+
+def _policy_line():
+    import asyncio
+    import warnings
+    from .policy import EventLoopPolicy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.14+
+        policy = asyncio.get_event_loop_policy()
+    if isinstance(policy, EventLoopPolicy):
+        return "minloop's: asyncio.run() and asyncio.new_event_loop() make minloop loops"
+    cls = type(policy)
+    if cls.__module__.startswith("asyncio."):
+        return ("asyncio's default (minloop.install() or python -m minloop run "
+                "installs minloop's)")
+    return f"{cls.__module__}.{cls.__qualname__}, not minloop's"
+
+
+def _packages_line():
+    from importlib import metadata
+    found = []
+    for name in _ASYNCIO_PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ", ".join(found) if found else "none of " + ", ".join(_ASYNCIO_PACKAGES)
+
+
+def _python_line():
+    text = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # a free-threaded build
+        text += ", free-threaded, GIL " + ("enabled" if sys._is_gil_enabled() else "disabled")
+    if sys.flags.dev_mode:
+        text += ", -X dev"
+    return text
+
+
+def cmd_info(args):
+    """What a bug report needs, one fact a line."""
+    import textwrap
+    from . import __file__ as package_file
+    lines = [
+        ("minloop", f"{_version()} ({os.path.dirname(package_file)})"),
+        ("build", _build_line()),
+        ("python", _python_line()),
+        ("platform", platform.platform()),
+        ("poller", _poller_line()),
+        ("child exits", _child_exits_line()),
+        ("policy", _policy_line()),
+        ("packages", _packages_line()),
+    ]
+    width = 13
+    for key, value in lines:
+        print(textwrap.fill(value, 79, initial_indent=f"{key:<{width}}",
+                            subsequent_indent=" " * width, break_on_hyphens=False,
+                            break_long_words=False))
     return 0
 
 
@@ -47,7 +151,7 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"minloop {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("info", help="version, Python, platform and poller backend")
+    sub.add_parser("info", help="what a bug report needs: versions, build, poller, policy")
 
     # Only for the help: main() hands run's arguments to _cli_run.parse,
     # since argparse would take the program's own options for ours.
