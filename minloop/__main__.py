@@ -105,7 +105,9 @@ def _packages_line():
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             pass
-    return ", ".join(found) if found else "none of " + ", ".join(_ASYNCIO_PACKAGES)
+    if not found:
+        return "none installed (looked for " + ", ".join(_ASYNCIO_PACKAGES) + ")"
+    return ", ".join(found)
 
 
 def _python_line():
@@ -133,6 +135,9 @@ def cmd_info(args):
     ]
     width = 13
     for key, value in lines:
+        if key in ("minloop", "python"):  # paths: whole, to copy
+            print(f"{key:<{width}}{value}")
+            continue
         print(textwrap.fill(value, 79, initial_indent=f"{key:<{width}}",
                             subsequent_indent=" " * width, break_on_hyphens=False,
                             break_long_words=False))
