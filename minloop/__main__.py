@@ -6,9 +6,10 @@
     python -m minloop run -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
 
-``run`` executes an unmodified asyncio program with minloop as its loop:
-asyncio.run(), asyncio.Runner() and asyncio.new_event_loop() all create
-minloop loops, because minloop's event loop policy is installed first.
+``run`` executes an unmodified asyncio program as python would, with
+minloop's event loop policy installed first, so asyncio.run(),
+asyncio.Runner() and asyncio.new_event_loop() make minloop loops; everything
+after the script or -m MODULE is the program's (see minloop/_cli_run.py).
 
 ``bench`` measures minloop side by side with asyncio's loop, uvloop and rloop
 (those installed): loop-core workloads and network servers, each run in a

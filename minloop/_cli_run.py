@@ -18,6 +18,7 @@ so, once, on stderr (see ``watch_for_other_loops``).
 """
 
 import builtins
+import functools
 import importlib.machinery
 import importlib.util
 import io
@@ -200,6 +201,7 @@ def watch_for_other_loops():
     main_thread = threading.get_ident()
     warned = False
 
+    @functools.wraps(original)
     def _set_running_loop(loop):
         nonlocal warned
         if (loop is not None and not warned and not isinstance(loop, Loop)

@@ -103,6 +103,23 @@ def test_run_reads_the_program_from_stdin_with_a_dash(tmp_path):
     assert ours.stdout == "['-', 'a', '-b'] __main__ True\n"
 
 
+@pytest.mark.parametrize('how', [['spawner.py'], ['-m', 'spawner']], ids=' '.join)
+def test_run_programs_main_module_is_found_by_multiprocessing_spawn(tmp_path, how):
+    # A spawned child re-imports the parent's __main__ by its file or name.
+    (tmp_path / 'spawner.py').write_text(textwrap.dedent('''
+        import multiprocessing
+
+        def square(x):
+            return x * x
+
+        if __name__ == '__main__':
+            with multiprocessing.get_context('spawn').Pool(1) as pool:
+                print(pool.map(square, [1, 2, 3]))
+    '''))
+    out = run_cli('run', *how, cwd=tmp_path)
+    assert outcome(out) == (0, '[1, 4, 9]\n', '')
+
+
 def test_run_m_pkg_dash_h_is_the_programs_help(tmp_path):
     (tmp_path / 'tool.py').write_text(textwrap.dedent('''
         import argparse
@@ -422,7 +439,7 @@ def test_info_says_what_a_bug_report_needs():
     assert facts['policy'].startswith("asyncio's default")
 
 
-def test_info_under_run_sees_minlooops_policy():
+def test_info_under_run_sees_minloops_policy():
     assert info('run', '-m', 'minloop')['policy'].startswith("minloop's")
 
 
