@@ -25,6 +25,7 @@ import io
 import marshal
 import os
 import pkgutil
+import re
 import runpy
 import sys
 import threading
@@ -221,7 +222,12 @@ def _warn_other_loop(loop):
     name = f'{cls.__module__}.{cls.__qualname__}'
     hint = ('a loop_factory, uvloop.run() or .install(), or a --loop option '
             'chose it')
-    if 'uvicorn' in sys.modules:
-        hint = 'uvicorn chose it: pass --loop minloop:new_event_loop'
+    uvicorn = sys.modules.get('uvicorn')
+    if uvicorn is not None:
+        # Loop factories by import string came with uvicorn 0.36; before,
+        # --loop asyncio left the choice to the policy, which is ours.
+        version = tuple(int(n) for n in re.findall(r'\d+', getattr(uvicorn, '__version__', ''))[:2])
+        option = 'minloop:new_event_loop' if version >= (0, 36) else 'asyncio'
+        hint = f'uvicorn chose it: pass --loop {option}'
     print(f'python -m minloop run: the program runs its own event loop, {name}, '
           f'not minloop ({hint})', file=sys.stderr, flush=True)
