@@ -1,14 +1,15 @@
 """The minloop command line: ``python -m minloop ...``.
 
     python -m minloop --version
-    python -m minloop info              version, Python, platform, poller
+    python -m minloop info              what a bug report needs: versions, build, poller...
     python -m minloop run script.py [args...]
     python -m minloop run -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
 
-``run`` executes an unmodified asyncio program with minloop as its loop:
-asyncio.run(), asyncio.Runner() and asyncio.new_event_loop() all create
-minloop loops, because minloop's event loop policy is installed first.
+``run`` executes an unmodified asyncio program as python would, with
+minloop's event loop policy installed first, so asyncio.run(),
+asyncio.Runner() and asyncio.new_event_loop() make minloop loops; everything
+after the script or -m MODULE is the program's (see minloop/_cli_run.py).
 
 ``bench`` measures minloop side by side with asyncio's loop, uvloop and rloop
 (those installed): loop-core workloads and network servers, each run in a
@@ -18,8 +19,8 @@ fresh process; see minloop/bench/.
 import argparse
 import os
 import platform
-import runpy
 import sys
+import sysconfig
 
 
 def _version():
@@ -27,31 +28,120 @@ def _version():
     return __version__
 
 
-def cmd_info(args):
-    from . import poller_backend_name
-    print(f"minloop {_version()}")
-    print(f"python {platform.python_implementation()} {platform.python_version()}")
-    print(f"platform {platform.platform()}")
-    print(f"poller {poller_backend_name()}")
-    return 0
+# Packages whose presence or version changes how an asyncio program runs:
+# other loops, servers that pick a loop, libraries that reach into it.
+_ASYNCIO_PACKAGES = ("uvloop", "rloop", "uvicorn", "hypercorn", "gunicorn", "granian",
+                     "aiohttp", "anyio", "httptools", "websockets", "asyncpg",
+                     "pytest-asyncio", "nest-asyncio")
 
 
-def cmd_run(args):
-    from .policy import install
-    install()
-    if args.module:
-        target, rest = args.module, args.args
-        sys.argv = [target, *rest]
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
+def _build_line():
+    from .loop import _build_flags
+    flags = _build_flags()
+    if flags["optimized"]:
+        text = "release (optimized"
     else:
-        if not args.args:
-            print("minloop run: a script path or -m module is required", file=sys.stderr)
-            return 2
-        script, rest = args.args[0], args.args[1:]
-        sys.argv = [script, *rest]
-        # As `python script.py` does: the script's directory comes first.
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-        runpy.run_path(script, run_name="__main__")
+        text = "debug (not optimized"
+    text += ", C asserts on)" if flags["assertions"] else ")"
+    if flags["address_sanitizer"]:
+        text += ", AddressSanitizer"
+    return text
+
+
+def _poller_line():
+    import errno
+    from . import poller_backend_name
+    from .loop import _poller_probe_pwait2
+    backend = poller_backend_name()
+    if backend == "kqueue":
+        return "kqueue; timed waits with kevent (nanosecond timeouts)"
+    probe = _poller_probe_pwait2()
+    if probe == 0:
+        waits = "epoll_pwait2 (nanosecond timeouts)"
+    elif probe < 0:
+        waits = "epoll_wait (millisecond timeouts: built without epoll_pwait2)"
+    elif probe == errno.ENOSYS:
+        waits = "epoll_wait (millisecond timeouts: the kernel has no epoll_pwait2)"
+    else:
+        waits = f"epoll_pwait2, which fails here with {errno.errorcode.get(probe, probe)}"
+    return f"{backend}; timed waits with {waits}"
+
+
+def _child_exits_line():
+    # The order minloop/subprocess.py tries them in: a pidfd, a kqueue
+    # watching the pid, else a thread per child waiting in waitpid().
+    import select
+    if hasattr(os, "pidfd_open"):
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+            return "a pidfd per child, in the poller"
+        except OSError as exc:
+            return f"a waiter thread per child (pidfd_open fails: {exc.strerror})"
+    if hasattr(select, "KQ_FILTER_PROC"):
+        return "a kqueue per child (EVFILT_PROC), in the poller"
+    return "a waiter thread per child"
+
+
+def _policy_line():
+    import asyncio
+    import warnings
+    from .policy import EventLoopPolicy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.14+
+        policy = asyncio.get_event_loop_policy()
+    if isinstance(policy, EventLoopPolicy):
+        return "minloop's: asyncio.run() and asyncio.new_event_loop() make minloop loops"
+    cls = type(policy)
+    if cls.__module__.startswith("asyncio."):
+        return ("asyncio's default (minloop.install() or python -m minloop run "
+                "installs minloop's)")
+    return f"{cls.__module__}.{cls.__qualname__}, not minloop's"
+
+
+def _packages_line():
+    from importlib import metadata
+    found = []
+    for name in _ASYNCIO_PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    if not found:
+        return "none installed (looked for " + ", ".join(_ASYNCIO_PACKAGES) + ")"
+    return ", ".join(found)
+
+
+def _python_line():
+    text = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # a free-threaded build
+        text += ", free-threaded, GIL " + ("enabled" if sys._is_gil_enabled() else "disabled")
+    if sys.flags.dev_mode:
+        text += ", -X dev"
+    return text
+
+
+def cmd_info(args):
+    """What a bug report needs, one fact a line."""
+    import textwrap
+    from . import __file__ as package_file
+    lines = [
+        ("minloop", f"{_version()} ({os.path.dirname(package_file)})"),
+        ("build", _build_line()),
+        ("python", _python_line()),
+        ("platform", platform.platform()),
+        ("poller", _poller_line()),
+        ("child exits", _child_exits_line()),
+        ("policy", _policy_line()),
+        ("packages", _packages_line()),
+    ]
+    width = 13
+    for key, value in lines:
+        if key in ("minloop", "python"):  # paths: whole, to copy
+            print(f"{key:<{width}}{value}")
+            continue
+        print(textwrap.fill(value, 79, initial_indent=f"{key:<{width}}",
+                            subsequent_indent=" " * width, break_on_hyphens=False,
+                            break_long_words=False))
     return 0
 
 
@@ -67,16 +157,26 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"minloop {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("info", help="version, Python, platform and poller backend")
+    sub.add_parser("info", help="what a bug report needs: versions, build, poller, policy")
 
+    # Only for the help: main() hands run's arguments to _cli_run.parse,
+    # since argparse would take the program's own options for ours.
     run = sub.add_parser(
         "run", help="run an asyncio program with minloop as its loop",
-        description="Run a script (or -m module) with minloop's event loop "
-                    "policy installed, so asyncio.run() & co. use minloop.")
+        usage="python -m minloop run [-h] (-m MODULE | SCRIPT) [ARGS ...]",
+        description="Run a script (or -m MODULE) as python would, with minloop's "
+                    "event loop policy installed, so asyncio.run(), asyncio.Runner() "
+                    "and asyncio.new_event_loop() make minloop loops.",
+        epilog="Everything after SCRIPT or -m MODULE is the program's, its options "
+               "included. A program that picks its own loop (a loop_factory, "
+               "uvloop.install(), uvicorn's --loop) keeps it; run says so on stderr.")
     run.add_argument("-m", dest="module", metavar="MODULE",
                      help="run a library module as a script, like python -m")
-    run.add_argument("args", nargs=argparse.REMAINDER,
-                     help="the script and its arguments (or the module's)")
+    run.add_argument("script", nargs="?", metavar="SCRIPT",
+                     help="a script, a directory or zip file with __main__.py, or - "
+                          "for standard input")
+    run.add_argument("args", nargs="*", metavar="ARGS", help="the program's arguments")
+    parser.run_parser = run
 
     bench = sub.add_parser(
         "bench", help="minloop side by side with asyncio, uvloop and rloop",
@@ -93,8 +193,13 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    handler = {"info": cmd_info, "run": cmd_run, "bench": cmd_bench}[args.command]
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if argv[:1] == ["run"]:
+        from . import _cli_run
+        return _cli_run.main(argv[1:], parser.run_parser)
+    args = parser.parse_args(argv)
+    handler = {"info": cmd_info, "bench": cmd_bench}[args.command]
     return handler(args)
 
 

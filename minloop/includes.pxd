@@ -41,11 +41,19 @@ cdef extern from "poller.h" nogil:
         int fd
         int bufsize
     const char *poller_backend()
+    int poller_probe_pwait2()
     int poller_open(poller *p, int max_events)
     void poller_close(poller *p)
     void poller_forget_after_fork(poller *p)
     int poller_modify(poller *p, int fd, int old_mask, int new_mask)
     int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
+
+
+cdef extern from "build_info.h":
+    enum:
+        MINLOOP_BUILD_OPTIMIZED
+        MINLOOP_BUILD_ASSERTS
+        MINLOOP_BUILD_ASAN
 
 
 cdef extern from "wakeup.h" nogil:

@@ -81,6 +81,19 @@ def poller_backend_name():
     return poller_backend().decode()
 
 
+def _poller_probe_pwait2():
+    """For `python -m minloop info`: see poller_probe_pwait2 in src/poller.h."""
+    return poller_probe_pwait2()
+
+
+def _build_flags():
+    """For `python -m minloop info`: how the compiled core was built, as the
+    compiler saw it (src/build_info.h)."""
+    return {'optimized': bool(MINLOOP_BUILD_OPTIMIZED),
+            'assertions': bool(MINLOOP_BUILD_ASSERTS),
+            'address_sanitizer': bool(MINLOOP_BUILD_ASAN)}
+
+
 cdef inline _raise_errno(int neg_errno):
     raise os_error(-neg_errno)
 

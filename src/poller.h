@@ -45,6 +45,13 @@ typedef struct {
 /* The backend's name, for `minloop info` and bug reports. */
 const char *poller_backend(void);
 
+/* For `minloop info`: whether poller_wait() makes its timed waits with
+ * epoll_pwait2 (nanosecond timeouts) in this process.  -1: not this
+ * backend's call, or built without it (no SYS_epoll_pwait2 in the build's
+ * headers); 0: yes; else the errno that sends it to epoll_wait (ENOSYS:
+ * Linux < 5.11) or that refuses it (a seccomp filter's EPERM). */
+int poller_probe_pwait2(void);
+
 int poller_open(poller *p, int max_events);
 void poller_close(poller *p);
 /* In a forked child: let go of the parent's poller before opening a new one.

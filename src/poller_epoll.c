@@ -138,6 +138,25 @@ static int wait_ms(poller *p, int64_t timeout_ns)
     return epoll_wait(p->fd, (struct epoll_event *)p->buf, p->bufsize, ms);
 }
 
+int poller_probe_pwait2(void)
+{
+#ifdef SYS_epoll_pwait2
+    if (!have_pwait2)  /* a wait here already met ENOSYS */
+        return ENOSYS;
+    /* A wait on an empty epoll that returns at once. */
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0)
+        return errno;
+    struct epoll_event ev;
+    struct timespec zero = {0, 0};
+    int rc = syscall(SYS_epoll_pwait2, epfd, &ev, 1, &zero, NULL, 0) < 0 ? errno : 0;
+    close(epfd);
+    return rc;
+#else
+    return -1;
+#endif
+}
+
 int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
 {
     int n;

@@ -31,6 +31,9 @@
 
 const char *poller_backend(void) { return "kqueue"; }
 
+/* kevent() takes a timespec already: nothing to probe. */
+int poller_probe_pwait2(void) { return -1; }
+
 int poller_open(poller *p, int max_events)
 {
     p->fd = kqueue();
