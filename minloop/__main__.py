@@ -62,6 +62,8 @@ def _poller_line():
         waits = "epoll_wait (millisecond timeouts: built without epoll_pwait2)"
     elif probe == errno.ENOSYS:
         waits = "epoll_wait (millisecond timeouts: the kernel has no epoll_pwait2)"
+    elif probe == errno.EPERM:
+        waits = "epoll_wait (millisecond timeouts: epoll_pwait2 is refused here, EPERM)"
     else:
         waits = f"epoll_pwait2, which fails here with {errno.errorcode.get(probe, probe)}"
     return f"{backend}; timed waits with {waits}"

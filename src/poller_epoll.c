@@ -117,8 +117,17 @@ int poller_modify(poller *p, int fd, int old_mask, int new_mask)
 
 /* epoll_pwait2 (Linux 5.11) takes a timespec, so a timer due in 300 us does
  * not become a 1 ms sleep.  It is called through syscall() so that wheels
- * built against an old glibc still use it; ENOSYS switches to epoll_wait for
- * the rest of the process. */
+ * built against an old glibc still use it, and its number is given here for
+ * the architectures we ship wheels for when the build's kernel headers
+ * predate it (manylinux images do): 441 in the kernel's common table.
+ * ENOSYS (an older kernel) or EPERM (a seccomp filter that answers so for
+ * calls it does not know, as older container profiles do; epoll_pwait2 has
+ * no EPERM of its own) switches to epoll_wait for the rest of the process. */
+#if !defined(SYS_epoll_pwait2) && (defined(__x86_64__) || defined(__aarch64__) || defined(__i386__))
+#define SYS_epoll_pwait2 441
+#endif
+#define pwait2_unavailable(err) ((err) == ENOSYS || (err) == EPERM)
+
 #ifdef SYS_epoll_pwait2
 static int have_pwait2 = 1;
 #else
@@ -141,7 +150,7 @@ static int wait_ms(poller *p, int64_t timeout_ns)
 int poller_probe_pwait2(void)
 {
 #ifdef SYS_epoll_pwait2
-    if (!have_pwait2)  /* a wait here already met ENOSYS */
+    if (!have_pwait2)  /* a wait here already found it unavailable */
         return ENOSYS;
     /* A wait on an empty epoll that returns at once. */
     int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -169,7 +178,7 @@ int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
             tsp = &ts;
         }
         n = (int)syscall(SYS_epoll_pwait2, p->fd, p->buf, p->bufsize, tsp, NULL, 0);
-        if (n < 0 && errno == ENOSYS) {
+        if (n < 0 && pwait2_unavailable(errno)) {
             have_pwait2 = 0;
             n = wait_ms(p, timeout_ns);
         }

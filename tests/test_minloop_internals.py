@@ -524,3 +524,14 @@ def test_transports_made_without_init_cannot_crash(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.strip() == "ok"
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux') or
+                    os.uname().machine not in ('x86_64', 'aarch64', 'i686'),
+                    reason='epoll_pwait2 is compiled in for these Linux machines')
+def test_build_includes_epoll_pwait2():
+    """Wheels are built against old kernel headers (manylinux images), which
+    lack epoll_pwait2's number: the poller supplies it, so every build can
+    use nanosecond timeouts where the kernel has them."""
+    from minloop.loop import _poller_probe_pwait2
+    assert _poller_probe_pwait2() != -1   # -1: compiled without it
