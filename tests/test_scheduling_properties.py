@@ -44,10 +44,15 @@ import threading
 import time
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings, strategies as st
-from hypothesis.errors import Flaky
+
+# In the test extra; the sanitizer and wheel venvs of .ci/run install only
+# pytest, and skip this file.
+pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, Phase, settings, strategies as st  # noqa: E402
+from hypothesis.errors import Flaky  # noqa: E402
 from hypothesis.stateful import (Bundle, RuleBasedStateMachine, invariant,
-                                 multiple, rule, run_state_machine_as_test)
+                                 multiple, rule, run_state_machine_as_test)  # noqa: E402
 
 var = contextvars.ContextVar("scheduling_property_var", default="unset")
 
