@@ -149,6 +149,9 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         else:
             getaddr_func = socket.getaddrinfo
         if _is_numeric_host(host) and _is_numeric_port(port):
+            # run_in_executor's checks first, as asyncio's call meets them.
+            self._check_closed()
+            self._check_default_executor()
             return getaddr_func(host, port, family, type, proto, flags)
         return await self.run_in_executor(
             None, getaddr_func, host, port, family, type, proto, flags)

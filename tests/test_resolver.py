@@ -219,3 +219,30 @@ def test_getnameinfo_missing_and_extra_arguments(loop):
         loop.getnameinfo()
     coro = loop.getnameinfo(('127.0.0.1', 80))
     assert loop.run_until_complete(coro) == socket.getnameinfo(('127.0.0.1', 80), 0)
+
+
+def test_getaddrinfo_after_shutdown_default_executor(loop):
+    """asyncio's getaddrinfo goes through run_in_executor, which refuses once
+    the default executor was shut down: IP literals too."""
+    async def main():
+        await loop.shutdown_default_executor()
+        with pytest.raises(RuntimeError, match='Executor shutdown has been called'):
+            await loop.getaddrinfo('127.0.0.1', 80)
+        with pytest.raises(RuntimeError, match='Executor shutdown has been called'):
+            await loop.getaddrinfo('127.0.0.1', 80, flags=-1)   # checked first
+        with pytest.raises(RuntimeError, match='Executor shutdown has been called'):
+            await loop.getaddrinfo('localhost', 80)
+
+    loop.run_until_complete(main())
+
+
+def test_getaddrinfo_of_a_closed_loop(loop, loop_factory):
+    """A closed loop's getaddrinfo() awaited on another loop: 'Event loop is
+    closed', before any argument is looked at."""
+    closed = loop_factory()
+    closed.close()
+    for args in [('127.0.0.1', 80), ('localhost', 80), ('127.0.0.1', 80.0)]:
+        with pytest.raises(RuntimeError, match='Event loop is closed'):
+            loop.run_until_complete(closed.getaddrinfo(*args))
+    with pytest.raises(RuntimeError, match='Event loop is closed'):
+        loop.run_until_complete(closed.getnameinfo(('127.0.0.1', 80)))
