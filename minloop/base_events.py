@@ -35,15 +35,16 @@ _UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
 _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 
 def _is_numeric_host(host):
-    """True for an IP literal that getaddrinfo resolves without a lookup."""
+    """True for None or an IP literal: the C library's getaddrinfo answers
+    these without any lookup (no DNS, no hosts file)."""
     if host is None:
         return True
     if isinstance(host, bytes):
         try:
-            host = host.decode('idna')
-        except UnicodeError:
+            host = host.decode('ascii')
+        except UnicodeDecodeError:
             return False
-    if not isinstance(host, str):
+    elif not isinstance(host, str):
         return False
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
@@ -55,10 +56,13 @@ def _is_numeric_host(host):
 
 
 def _is_numeric_port(port):
+    """True for None, an int or ASCII digits: no services-database lookup.
+    (str.isdigit() alone also accepts other scripts' digits, which the C
+    library takes for a service name.)"""
     if port is None or isinstance(port, int):
         return True
     if isinstance(port, (str, bytes)):
-        return port.isdigit()
+        return port.isascii() and port.isdigit()
     return False
 
 
@@ -136,16 +140,19 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
 
         IP literals with a numeric port are resolved inline: the C library
         answers them without any lookup, so the executor round trip would
-        only add latency.
+        only add latency.  The call is the one asyncio makes in its executor,
+        with the caller's arguments unchanged, so that every answer and
+        every error (bad flags, family, type, proto, port) is asyncio's.
         """
-        if _is_numeric_host(host) and _is_numeric_port(port):
-            return socket.getaddrinfo(
-                host, port, family, type, proto,
-                flags | socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
         if self._debug:
             getaddr_func = self._getaddrinfo_debug
         else:
             getaddr_func = socket.getaddrinfo
+        if _is_numeric_host(host) and _is_numeric_port(port):
+            # run_in_executor's checks first, as asyncio's call meets them.
+            self._check_closed()
+            self._check_default_executor()
+            return getaddr_func(host, port, family, type, proto, flags)
         return await self.run_in_executor(
             None, getaddr_func, host, port, family, type, proto, flags)
 

@@ -65,8 +65,6 @@ cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
 cdef object _Task = _aio_tasks.Task
 cdef object _Future = _aio_futures.Future
-cdef object _set_running_loop = _aio_events._set_running_loop
-cdef object _get_running_loop = _aio_events._get_running_loop
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _aio_coroutines.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
@@ -224,7 +222,7 @@ cdef class LoopCore:
     def _check_running(self):
         if self._running:
             raise RuntimeError('This event loop is already running')
-        if _get_running_loop() is not None:
+        if _aio_events._get_running_loop() is not None:
             raise RuntimeError(
                 'Cannot run the event loop while another loop is running')
 
@@ -434,7 +432,11 @@ cdef class LoopCore:
             self._running = True
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
-            _set_running_loop(self)
+            # Through the module on every run, as asyncio's loop does, not
+            # cached: whoever installs other running-loop functions there
+            # (asyncio's pure-Python ones, which keep the loop in a
+            # threading.local) must see this loop running.
+            _aio_events._set_running_loop(self)
             while True:
                 self._run_iteration()
                 if self._stopping:
@@ -445,7 +447,7 @@ cdef class LoopCore:
             # Between runs the program may drop what it holds: keep nothing.
             self._drop_released(&self._released[0])
             self._drop_released(&self._released[1])
-            _set_running_loop(None)
+            _aio_events._set_running_loop(None)
             self._set_coroutine_origin_tracking(False)
             _set_asyncgen_hooks(*old_agen_hooks)
 
