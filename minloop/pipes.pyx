@@ -120,7 +120,7 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
     return '<{}>'.format(' '.join(info))
 
 
-cdef class ReadPipeTransport(ReadTransportBase):
+cdef class ReadPipeTransport(ReadPipeTransportBase):
     """The read end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixReadPipeTransport."""
 
@@ -181,12 +181,6 @@ cdef class ReadPipeTransport(ReadTransportBase):
         return self._closing
 
     def close(self):
-        if not self._closing:
-            self._close(None)
-
-    def abort(self):
-        # Not asyncio's (its ReadTransport has no abort()); with nothing
-        # buffered on the read side it is close().
         if not self._closing:
             self._close(None)
 
@@ -277,7 +271,7 @@ cdef class ReadPipeTransport(ReadTransportBase):
             self._loop = None
 
 
-cdef class WritePipeTransport(WriteTransportBase):
+cdef class WritePipeTransport(WritePipeTransportBase):
     """The write end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixWritePipeTransport."""
 
