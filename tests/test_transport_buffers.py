@@ -403,10 +403,12 @@ def test_pipe_buffer_changed_after_write(loop):
         os.close(r)
 
 
-def test_writelines_of_mixed_buffers(loop):
+def test_writelines_of_mixed_buffers(loop, loop_kind):
     """The issue's example: bytes, an array and an mmap in one writelines()."""
     m = _mmap()
     a, b = socket.socketpair()
+    reported = []
+    loop.set_exception_handler(lambda lp, context: reported.append(context))
 
     async def main():
         proto = Proto(loop)
@@ -417,6 +419,13 @@ def test_writelines_of_mixed_buffers(loop):
         await proto.lost
         return got
 
-    with b, m:
+    with b:
         got = loop.run_until_complete(main())
     assert got == b"a" + array.array("i", [1, 2]).tobytes() + b"mmap!"
+    if loop_kind == "asyncio" and not WRITELINES_JOINS:
+        # 3.12+ counts the array in items: its bookkeeping fails after the
+        # send (and keeps a view of the mmap, which cannot be closed then).
+        assert [type(c["exception"]) for c in reported] == [IndexError]
+    else:
+        assert reported == []
+        m.close()
