@@ -74,29 +74,54 @@ cdef char _read_buffer[READ_SIZE]
 cdef list _joinable(list_of_data):
     """list(list_of_data), each item one b''.join() takes (any contiguous
     buffer), or join()'s TypeError."""
-    cdef Py_buffer view
+    cdef Py_ssize_t i
     chunks = list(list_of_data)
-    for i, data in enumerate(chunks):
+    for i in range(len(chunks)):
+        data = chunks[i]
+        if not PyBytes_Check(data) and not _contiguous(data):
+            raise TypeError(f'sequence item {i}: expected a bytes-like '
+                            f'object, {_type_name(data)} found')
+    return chunks
+
+
+cdef list _viewable(list_of_data, bint *contiguous):
+    """list(list_of_data), each item one memoryview() takes (any object with
+    the buffer protocol), or memoryview()'s TypeError.  *contiguous is set
+    False if one of them is not contiguous."""
+    cdef Py_ssize_t i
+    chunks = list(list_of_data)
+    for i in range(len(chunks)):
+        data = chunks[i]
         if PyBytes_Check(data):
             continue
-        try:
-            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        except Exception:
-            raise TypeError(f'sequence item {i}: expected a bytes-like '
-                            f'object, {_type_name(data)} found') from None
-        PyBuffer_Release(&view)
-    return chunks
-
-
-cdef list _viewable(list_of_data):
-    """list(list_of_data), each item one memoryview() takes (any object with
-    the buffer protocol), or memoryview()'s TypeError."""
-    chunks = list(list_of_data)
-    for data in chunks:
-        if not PyBytes_Check(data) and not PyObject_CheckBuffer(data):
+        if not PyObject_CheckBuffer(data):
             raise TypeError(f"memoryview: a bytes-like object is required, "
                             f"not '{_type_name(data)}'")
+        if not _contiguous(data):
+            contiguous[0] = False
     return chunks
+
+
+cdef bint _contiguous(data) except -1:
+    """Whether data lends its bytes as one contiguous buffer."""
+    cdef Py_buffer view
+    try:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    except Exception:
+        return False
+    PyBuffer_Release(&view)
+    return True
+
+
+cdef int _lend_buffers(list chunks) except -1:
+    """Ask each item for its contiguous bytes: raises what the first that
+    cannot lend them raises."""
+    cdef Py_buffer view
+    for data in chunks:
+        if not PyBytes_Check(data):
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            PyBuffer_Release(&view)
+    return 0
 
 
 cdef str _type_name(obj):
@@ -437,6 +462,7 @@ cdef class SocketTransport(StreamTransportBase):
         # Before 3.12 asyncio's writelines() is WriteTransport's:
         # write(b''.join(list_of_data)).  From 3.12 the socket transport
         # queues memoryview(data) of each item and sends them at once.
+        cdef bint contiguous = True
         if _WRITELINES_JOINS:
             chunks = _joinable(list_of_data)
         if self._eof:
@@ -446,7 +472,7 @@ cdef class SocketTransport(StreamTransportBase):
         if not _WRITELINES_JOINS:
             if not list_of_data:
                 return
-            chunks = _viewable(list_of_data)
+            chunks = _viewable(list_of_data, &contiguous)
         if self._conn_lost:
             # write() of the joined bytes drops an empty join uncounted.
             # (asyncio 3.12+ counts as write() does since gh-136234; before,
@@ -454,17 +480,19 @@ cdef class SocketTransport(StreamTransportBase):
             if not _WRITELINES_JOINS or _any_bytes(chunks):
                 self._count_write_after_loss()
             return
-        was_empty = not self._buffer_size
-        try:
-            for data in chunks:
-                self._queue(data, 0)
-        except BufferError as exc:
-            # 3.12+: a buffer that is not contiguous (join() refused it
-            # before); asyncio's sendmsg() of the queue fails so.
+        if not contiguous:
+            # 3.12+ (join() refused it before): asyncio's sendmsg() of the
+            # queue fails, and the queue is dropped.
             self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
             self._clear_buffer()
-            self._fatal_error(exc, 'Fatal write error on socket transport')
+            try:
+                _lend_buffers(chunks)
+            except Exception as exc:
+                self._fatal_error(exc, 'Fatal write error on socket transport')
             return
+        was_empty = not self._buffer_size
+        for data in chunks:
+            self._queue(data, 0)
         if not self._buffer_size:
             return
         if was_empty:
