@@ -14,8 +14,9 @@ the work is done:
   after write() returns.  asyncio appends everything to one bytearray;
 * queued data leaves with one writev() for up to IOV_MAX buffers.
 
-Where asyncio would fail on a transport used after its connection_lost()
-was scheduled (abort() after close(), a second abort()), these do nothing.
+Where asyncio's write pipe would fail once its connection_lost() was
+scheduled (abort() after close(), a second abort()), ours does nothing.
+(The read pipe has no abort(), as asyncio's has none.)
 And data that resume_writing() writes just before it calls close() is
 written before the pipe closes (asyncio closes the pipe with it queued).
 """
