@@ -555,3 +555,92 @@ def test_write_pipe_read_methods_raise_not_implemented(loop):
         loop.run_until_complete(main())
     finally:
         os.close(r)
+
+
+# --- close() while data is queued ------------------------------------------------
+
+# kind -> method -> what a write does between close() and the end of the
+# flush: "queued" (sent after what was queued before), or Counted (dropped).
+CLOSING_WITH_DATA_QUEUED = {
+    "unix": {
+        "write": "queued",
+        # asyncio 3.12+ (before gh-136234) queues the data, then calls the
+        # _write_ready that close() cleared.
+        "writelines": Accident(Raises(TypeError, "'NoneType' object is not callable"),
+                               "queued",
+                               happens=not WRITELINES_CHECKS_CONN_LOST and PY >= (3, 12)),
+    },
+    "write-pipe": {
+        "write": Counted(PIPE_WARNING, THRESHOLD + 1),
+        "writelines": Counted(PIPE_WARNING, THRESHOLD + 1),
+    },
+}
+
+
+@pytest.mark.parametrize("kind, method", [
+    (kind, method) for kind, methods in CLOSING_WITH_DATA_QUEUED.items()
+    for method in methods])
+def test_write_after_close_with_data_queued(loop, loop_kind, kind, method):
+    outcome = CLOSING_WITH_DATA_QUEUED[kind][method]
+    if isinstance(outcome, Accident):
+        outcome = (outcome.asyncio if loop_kind == "asyncio" and outcome.happens
+                   else outcome.repaired)
+    big = bytes(range(256)) * 16384          # 4 MiB: more than the peer holds
+    keep = []
+    caught = Caught()
+    logger = logging.getLogger("asyncio")
+
+    async def read_all(peer):
+        out = bytearray()
+        if isinstance(peer, socket.socket):
+            peer.setblocking(False)
+            while data := await loop.sock_recv(peer, 1 << 20):
+                out += data
+        else:
+            fd = peer.fileno()
+            os.set_blocking(fd, False)
+            while True:
+                try:
+                    data = os.read(fd, 1 << 20)
+                except BlockingIOError:
+                    await asyncio.sleep(0.005)
+                    continue
+                if not data:
+                    break
+                out += data
+        return bytes(out)
+
+    async def main():
+        transport, proto = await open_transport(loop, kind, keep)
+        transport.write(big)
+        queued = transport.get_write_buffer_size()
+        assert queued > 0
+        transport.close()
+        logger.addHandler(caught)
+        try:
+            results = [call(transport, proto, method) for _ in range(THRESHOLD + 2)]
+        finally:
+            logger.removeHandler(caught)
+        one = b"x" if method == "write" else b"xy"
+        if outcome == "queued":
+            assert results == [("returned", None)] * len(results)
+            assert caught.messages == []
+            assert transport.get_write_buffer_size() == queued + len(one) * len(results)
+            expected = big + one * len(results)
+        elif isinstance(outcome, Raises):
+            for kind_, exc in results:
+                assert kind_ == "raised" and type(exc) is outcome.type
+                assert str(exc) == outcome.message
+            expected = big + one * len(results)   # queued all the same
+        else:
+            check(outcome, results, caught.messages, [], None, proto)
+            assert transport.get_write_buffer_size() == queued
+            expected = big
+        got = await read_all(keep[0])
+        await asyncio.wait_for(proto.lost, 5)
+        assert got == expected
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 10))
+    finally:
+        loop.run_until_complete(close_all(keep))
