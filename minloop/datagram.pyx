@@ -317,8 +317,12 @@ cdef class DatagramTransport(DatagramTransportBase):
 
     def _fatal_error(self, exc, message='Fatal error on transport'):
         # Should be called from exception handler only.
-        report_fatal_error(self._loop, self._loop.get_debug(), self, self._protocol,
-                           exc, message, isinstance(exc, OSError))
+        cdef bint expected = isinstance(exc, OSError)
+        # sendto() after connection_lost() gets here (its send on the None
+        # socket failed): asyncio's next call on its None loop fails so.
+        self._check_loop('get_debug' if expected else 'call_exception_handler')
+        report_fatal_error(self._loop, self._loop._debug, self, self._protocol,
+                           exc, message, expected)
         self._force_close(exc)
 
     def _force_close(self, exc):

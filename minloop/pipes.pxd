@@ -1,8 +1,8 @@
 from .loop cimport LoopCore
-from .transport_bases cimport ReadTransportBase, WriteTransportBase
+from .transport_bases cimport ReadPipeTransportBase, WritePipeTransportBase
 
 
-cdef class ReadPipeTransport(ReadTransportBase):
+cdef class ReadPipeTransport(ReadPipeTransportBase):
     cdef:
         readonly object _loop       # None once connection_lost() has run
         LoopCore _core              # the same loop, for the fd table; kept
@@ -19,7 +19,7 @@ cdef class ReadPipeTransport(ReadTransportBase):
     cdef _close(self, exc)
 
 
-cdef class WritePipeTransport(WriteTransportBase):
+cdef class WritePipeTransport(WritePipeTransportBase):
     cdef:
         readonly object _loop       # None once connection_lost() has run
         LoopCore _core

@@ -14,8 +14,9 @@ the work is done:
   after write() returns.  asyncio appends everything to one bytearray;
 * queued data leaves with one writev() for up to IOV_MAX buffers.
 
-Where asyncio would fail on a transport used after its connection_lost()
-was scheduled (abort() after close(), a second abort()), these do nothing.
+Where asyncio's write pipe would fail once its connection_lost() was
+scheduled (abort() after close(), a second abort()), ours does nothing.
+(The read pipe has no abort(), as asyncio's has none.)
 And data that resume_writing() writes just before it calls close() is
 written before the pipe closes (asyncio closes the pipe with it queued).
 """
@@ -120,7 +121,7 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
     return '<{}>'.format(' '.join(info))
 
 
-cdef class ReadPipeTransport(ReadTransportBase):
+cdef class ReadPipeTransport(ReadPipeTransportBase):
     """The read end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixReadPipeTransport."""
 
@@ -181,12 +182,6 @@ cdef class ReadPipeTransport(ReadTransportBase):
         return self._closing
 
     def close(self):
-        if not self._closing:
-            self._close(None)
-
-    def abort(self):
-        # Not asyncio's (its ReadTransport has no abort()); with nothing
-        # buffered on the read side it is close().
         if not self._closing:
             self._close(None)
 
@@ -277,7 +272,7 @@ cdef class ReadPipeTransport(ReadTransportBase):
             self._loop = None
 
 
-cdef class WritePipeTransport(WriteTransportBase):
+cdef class WritePipeTransport(WritePipeTransportBase):
     """The write end of a pipe, a FIFO, a socket or a character device (a
     pty), as asyncio's _UnixWritePipeTransport."""
 

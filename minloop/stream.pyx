@@ -28,7 +28,9 @@ from asyncio import trsock as _aio_trsock
 from asyncio.log import logger as _logger
 
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
+                             PyBUF_SIMPLE, PyBUF_WRITABLE)
+from cpython.object cimport PyTypeObject
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
 from libc.errno cimport errno, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
@@ -57,6 +59,7 @@ cdef bint _SERVER_TRACKS_TRANSPORTS = sys.version_info >= (3, 13)
 # Before 3.12 asyncio's writelines() is WriteTransport's, which calls
 # write(): its errors name write().
 cdef str _WRITELINES = 'writelines' if sys.version_info >= (3, 12) else 'write'
+cdef bint _WRITELINES_JOINS = sys.version_info < (3, 12)
 # 3.11 added ssl_shutdown_timeout to the TLS accept path.
 cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = sys.version_info >= (3, 11)
 
@@ -66,6 +69,81 @@ cdef enum:
 # Shared by every transport: a read is copied out of it into a new bytes
 # object before the GIL is released or any Python code runs.
 cdef char _read_buffer[READ_SIZE]
+
+
+cdef list _joinable(list_of_data):
+    """list(list_of_data), each item one b''.join() takes (any contiguous
+    buffer), or join()'s TypeError."""
+    cdef Py_ssize_t i
+    chunks = list(list_of_data)
+    for i in range(len(chunks)):
+        data = chunks[i]
+        if not PyBytes_Check(data) and not _contiguous(data):
+            raise TypeError(f'sequence item {i}: expected a bytes-like '
+                            f'object, {_type_name(data)} found')
+    return chunks
+
+
+cdef list _viewable(list_of_data, bint *contiguous):
+    """list(list_of_data), each item one memoryview() takes (any object with
+    the buffer protocol), or memoryview()'s TypeError.  *contiguous is set
+    False if one of them is not contiguous."""
+    cdef Py_ssize_t i
+    chunks = list(list_of_data)
+    for i in range(len(chunks)):
+        data = chunks[i]
+        if PyBytes_Check(data):
+            continue
+        if not PyObject_CheckBuffer(data):
+            raise TypeError(f"memoryview: a bytes-like object is required, "
+                            f"not '{_type_name(data)}'")
+        if not _contiguous(data):
+            contiguous[0] = False
+    return chunks
+
+
+cdef bint _contiguous(data) except -1:
+    """Whether data lends its bytes as one contiguous buffer."""
+    cdef Py_buffer view
+    try:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    except Exception:
+        return False
+    PyBuffer_Release(&view)
+    return True
+
+
+cdef int _lend_buffers(list chunks) except -1:
+    """Ask each item for its contiguous bytes: raises what the first that
+    cannot lend them raises."""
+    cdef Py_buffer view
+    for data in chunks:
+        if not PyBytes_Check(data):
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            PyBuffer_Release(&view)
+    return 0
+
+
+cdef str _type_name(obj):
+    # The C type's tp_name, as CPython's own messages print it.
+    cdef type cls = type(obj)
+    return (<bytes>(<PyTypeObject *>cls).tp_name).decode()
+
+
+cdef bint _any_bytes(list chunks) except -1:
+    """Whether the contiguous buffers in chunks hold a byte in all."""
+    cdef Py_buffer view
+    cdef Py_ssize_t size
+    for data in chunks:
+        if PyBytes_Check(data):
+            size = PyBytes_GET_SIZE(data)
+        else:
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            size = view.len
+            PyBuffer_Release(&view)
+        if size:
+            return True
+    return False
 
 
 cdef inline bint _would_block(int err) noexcept:
@@ -381,23 +459,40 @@ cdef class SocketTransport(StreamTransportBase):
         self._maybe_pause_protocol()
 
     def writelines(self, list_of_data):
+        # Before 3.12 asyncio's writelines() is WriteTransport's:
+        # write(b''.join(list_of_data)).  From 3.12 the socket transport
+        # queues memoryview(data) of each item and sends them at once.
+        cdef bint contiguous = True
+        if _WRITELINES_JOINS:
+            chunks = _joinable(list_of_data)
         if self._eof:
             raise RuntimeError(f'Cannot call {_WRITELINES}() after write_eof()')
         if self._empty_waiter is not None:
             raise RuntimeError(f'unable to {_WRITELINES}; sendfile is in progress')
-        chunks = list(list_of_data)
-        for data in chunks:
-            if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
-                raise TypeError(f'data argument must be a bytes-like object, '
-                                f'not {type(data).__name__!r}')
+        if not _WRITELINES_JOINS:
+            if not list_of_data:
+                return
+            chunks = _viewable(list_of_data, &contiguous)
         if self._conn_lost:
-            if any(chunks):
+            # write() of the joined bytes drops an empty join uncounted.
+            # (asyncio 3.12+ counts as write() does since gh-136234; before,
+            # it failed on its cleared callback or loop.)
+            if not _WRITELINES_JOINS or _any_bytes(chunks):
                 self._count_write_after_loss()
+            return
+        if not contiguous:
+            # 3.12+ (join() refused it before): asyncio's sendmsg() of the
+            # queue fails, and the queue is dropped.
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+            self._clear_buffer()
+            try:
+                _lend_buffers(chunks)
+            except Exception as exc:
+                self._fatal_error(exc, 'Fatal write error on socket transport')
             return
         was_empty = not self._buffer_size
         for data in chunks:
-            if data:
-                self._queue(data, 0)
+            self._queue(data, 0)
         if not self._buffer_size:
             return
         if was_empty:

@@ -2,7 +2,7 @@ import asyncio
 import ssl
 from typing import Any
 
-from ._transport_bases import BufferedProtocolBase, StreamTransportBase
+from ._transport_bases import BufferedProtocolBase, TLSTransportBase
 
 class SSLProtocol(BufferedProtocolBase):
     max_size: int
@@ -19,6 +19,6 @@ class SSLProtocol(BufferedProtocolBase):
     def _fatal_error(self, exc: BaseException,
                      message: str = 'Fatal error on transport') -> None: ...
 
-class SSLProtocolTransport(StreamTransportBase):
+class SSLProtocolTransport(TLSTransportBase):
     @property
     def _ssl_protocol(self) -> SSLProtocol | None: ...

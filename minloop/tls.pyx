@@ -50,7 +50,7 @@ cdef extern from "Python.h":
     PyObject *_new_bytes "PyBytes_FromStringAndSize" (const char *v, Py_ssize_t n) except NULL
 
 from .flow_control cimport water_marks
-from .transport_bases cimport BufferedProtocolBase, StreamTransportBase
+from .transport_bases cimport BufferedProtocolBase, TLSTransportBase
 
 
 cdef object _SSLAgainErrors = (ssl.SSLWantReadError, ssl.SSLSyscallError)
@@ -795,7 +795,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
 @cython.final
 @cython.nonecheck(True)   # _ssl_protocol is None after a second close()
-cdef class SSLProtocolTransport(StreamTransportBase):
+cdef class SSLProtocolTransport(TLSTransportBase):
     """The transport the application sees: asyncio's _SSLProtocolTransport."""
 
     cdef readonly object _loop

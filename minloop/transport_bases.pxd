@@ -5,20 +5,23 @@
 # not allow a static type to have a heap type as its base.
 
 cdef extern from "transport_bases.h":
+    # Each extends the classes of asyncio.transports its asyncio counterpart
+    # derives from (transport_bases.c): the socket transport's, the TLS app
+    # transport's, the datagram transport's, the read and the write pipe's.
     ctypedef class minloop._transport_bases.StreamTransportBase [object MinloopTransportBase]:
         # BaseTransport's `_extra` slot: the get_extra_info() dict.
+        cdef object _extra
+
+    ctypedef class minloop._transport_bases.TLSTransportBase [object MinloopTransportBase]:
         cdef object _extra
 
     ctypedef class minloop._transport_bases.DatagramTransportBase [object MinloopTransportBase]:
         cdef object _extra
 
-    ctypedef class minloop._transport_bases.ReadTransportBase [object MinloopTransportBase]:
+    ctypedef class minloop._transport_bases.ReadPipeTransportBase [object MinloopTransportBase]:
         cdef object _extra
 
-    ctypedef class minloop._transport_bases.WriteTransportBase [object MinloopTransportBase]:
-        cdef object _extra
-
-    ctypedef class minloop._transport_bases.SubprocessTransportBase [object MinloopTransportBase]:
+    ctypedef class minloop._transport_bases.WritePipeTransportBase [object MinloopTransportBase]:
         cdef object _extra
 
     # asyncio.BufferedProtocol: no fields (its __slots__ is empty).

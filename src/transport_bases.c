@@ -105,16 +105,26 @@ static PyType_Slot protocol_slots[] = {
 
 /* ---- the module ---------------------------------------------------------- */
 
-/* (name of our type, the asyncio class it extends, a second one or NULL).
- * asyncio's datagram transport is a Transport too (its selector class
- * derives from _SelectorTransport; 3.12 added DatagramTransport to its
- * bases): isinstance(t, asyncio.Transport) holds for it, so for ours. */
-static const char *const bases[][3] = {
-    {"StreamTransportBase", "Transport", NULL},
-    {"DatagramTransportBase", "Transport", "DatagramTransport"},
-    {"ReadTransportBase", "ReadTransport", NULL},
-    {"WriteTransportBase", "WriteTransport", NULL},
-    {"SubprocessTransportBase", "SubprocessTransport", NULL},
+/* Each of our compiled transports and its asyncio counterpart (module,
+ * class).  Our type extends the classes of asyncio.transports that the
+ * counterpart is a subclass of, as the running asyncio has them, so that
+ * isinstance() against each of them answers as it does for asyncio's: the
+ * write pipe is a Transport (its read methods raise NotImplementedError),
+ * the datagram transport a DatagramTransport only from 3.12 on (where
+ * _SelectorDatagramTransport gained that base). */
+static const char *const counterparts[][3] = {
+    {"StreamTransportBase", "asyncio.selector_events", "_SelectorSocketTransport"},
+    {"TLSTransportBase", "asyncio.sslproto", "_SSLProtocolTransport"},
+    {"DatagramTransportBase", "asyncio.selector_events", "_SelectorDatagramTransport"},
+    {"ReadPipeTransportBase", "asyncio.unix_events", "_UnixReadPipeTransport"},
+    {"WritePipeTransportBase", "asyncio.unix_events", "_UnixWritePipeTransport"},
+};
+
+/* asyncio.transports' public classes, each before its bases: a class
+ * becomes a base of ours unless one taken already derives from it. */
+static const char *const public_classes[] = {
+    "Transport", "DatagramTransport", "SubprocessTransport",
+    "ReadTransport", "WriteTransport", "BaseTransport",
 };
 
 /* A new reference to <module>.<name>, checked to be a class whose instances
@@ -133,6 +143,47 @@ asyncio_base(PyObject *module, const char *asyncio_name, Py_ssize_t size)
         return NULL;
     }
     return base;
+}
+
+/* A new tuple: the classes of asyncio.transports (the module) that our
+ * type extends to be what `counterpart` is. */
+static PyObject *
+bases_like(PyObject *transports, PyObject *counterpart)
+{
+    PyObject *taken = PyList_New(0);
+    PyObject *result = NULL;
+    size_t i;
+    Py_ssize_t j;
+
+    if (taken == NULL)
+        return NULL;
+    for (i = 0; i < sizeof(public_classes) / sizeof(public_classes[0]); i++) {
+        PyObject *cls = asyncio_base(transports, public_classes[i],
+                                     sizeof(MinloopTransportBase));
+        int wanted;
+        if (cls == NULL)
+            goto done;
+        wanted = PyObject_IsSubclass(counterpart, cls);
+        for (j = 0; wanted == 1 && j < PyList_GET_SIZE(taken); j++) {
+            if (PyType_IsSubtype((PyTypeObject *)PyList_GET_ITEM(taken, j),
+                                 (PyTypeObject *)cls))
+                wanted = 0;
+        }
+        if (wanted == 1 && PyList_Append(taken, cls) < 0)
+            wanted = -1;
+        Py_DECREF(cls);
+        if (wanted < 0)
+            goto done;
+    }
+    if (PyList_GET_SIZE(taken) == 0) {
+        PyErr_SetString(PyExc_ImportError,
+                        "an asyncio class minloop mirrors is not a transport");
+        goto done;
+    }
+    result = PyList_AsTuple(taken);
+done:
+    Py_DECREF(taken);
+    return result;
 }
 
 /* Adds minloop._transport_bases.<name>: a heap type over `bases` (a class
@@ -166,22 +217,25 @@ add_type(PyObject *module, const char *name, PyObject *bases,
 }
 
 static int
-add_transport_base(PyObject *module, PyObject *transports, const char *const names[3])
+add_transport_base(PyObject *module, PyObject *transports,
+                   const char *const names[3])
 {
-    const Py_ssize_t size = sizeof(MinloopTransportBase);
-    PyObject *bases = asyncio_base(transports, names[1], size);
+    PyObject *asyncio_module = PyImport_ImportModule(names[1]);
+    PyObject *counterpart, *bases;
     int rc;
 
-    if (bases != NULL && names[2] != NULL) {
-        PyObject *second = asyncio_base(transports, names[2], size);
-        PyObject *pair = second == NULL ? NULL : PyTuple_Pack(2, bases, second);
-        Py_XDECREF(second);
-        Py_DECREF(bases);
-        bases = pair;
-    }
+    if (asyncio_module == NULL)
+        return -1;
+    counterpart = PyObject_GetAttrString(asyncio_module, names[2]);
+    Py_DECREF(asyncio_module);
+    if (counterpart == NULL)
+        return -1;
+    bases = bases_like(transports, counterpart);
+    Py_DECREF(counterpart);
     if (bases == NULL)
         return -1;
-    rc = add_type(module, names[0], bases, size, base_slots);
+    rc = add_type(module, names[0], bases, sizeof(MinloopTransportBase),
+                  base_slots);
     Py_DECREF(bases);
     return rc;
 }
@@ -211,8 +265,8 @@ exec_module(PyObject *module)
     size_t i;
     if (transports == NULL)
         return -1;
-    for (i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-        if (add_transport_base(module, transports, bases[i]) < 0) {
+    for (i = 0; i < sizeof(counterparts) / sizeof(counterparts[0]); i++) {
+        if (add_transport_base(module, transports, counterparts[i]) < 0) {
             Py_DECREF(transports);
             return -1;
         }
