@@ -1,6 +1,7 @@
 """Child process of the micro benchmarks: one measurement, one JSON line.
 
-    python -m minloop.bench.child WORKLOAD LOOP N   -> {"seconds": ..., "problem": ...}
+    python -m minloop.bench.child WORKLOAD LOOP N
+        -> {"seconds": ..., "gc": [gen0, gen1, gen2], "problem": ..., <figures>}
     python -m minloop.bench.child --probe LOOP      -> {"available": ..., "version": ...}
 
 Each measurement gets a fresh interpreter so that no loop inherits another's
@@ -38,10 +39,10 @@ def measure(workload_name: str, loop_name: str, n: int) -> dict:
     except workloads.Misbehaved:
         pass  # the measured run below reports it
     try:
-        seconds = workloads.run(workload, factory, n)
+        result = workloads.measure(workload, factory, n)
     except workloads.Misbehaved as exc:
-        return {"seconds": exc.seconds, "problem": str(exc)}
-    return {"seconds": seconds, "problem": None}
+        return dict(exc.figures, problem=str(exc))
+    return dict(result, problem=None)
 
 
 def main(argv: list[str]) -> int:

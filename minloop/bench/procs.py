@@ -49,6 +49,10 @@ def communicate_json(proc: subprocess.Popen, stdin: str | None, timeout: float) 
         proc.kill()
         proc.communicate()
         return {"error": f"timed out after {timeout:g} s"}
+    except BaseException:  # KeyboardInterrupt: no run outlives the bench
+        proc.kill()
+        proc.communicate()
+        raise
     lines = stdout.strip().splitlines()
     if lines:
         try:
@@ -81,6 +85,9 @@ class Pinning:
     def __init__(self, enabled: bool = True):
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.server = self.client = None
+        # One usable CPU: the server and the load generator take turns on it,
+        # so the generator's CPU is part of every round trip's cost.
+        self.shared = len(cpus) == 1
         if not enabled:
             self.describe = "not pinned (--no-pin)"
         elif not hasattr(os, "sched_setaffinity"):

@@ -1,9 +1,12 @@
 """The standard benchmark set and its runner: ``python -m minloop bench``.
 
-Rows are of two groups:
+Rows are of three groups:
 
 * core: a micro workload (workloads.py) timed inside a fresh interpreter per
   loop (child.py); its figure is operations per second;
+* scale: the same, at the sizes real servers reach (100k tasks, 200k live
+  timers, ...), whole in every profile, with the cyclic GC on at its default
+  thresholds and the collections it ran counted per generation;
 * net: a server (servers.py) on the loop under test, in a fresh process
   pinned to one CPU, driven by the load generator (client.py) in another
   process pinned to the other CPU; its figure is round trips (requests) per
@@ -11,6 +14,12 @@ Rows are of two groups:
 
 Within each round the loops take turns on a row, so slow drift of the
 machine falls on all of them alike; each figure is the median over rounds.
+
+Row names (the scale and later rows; the older core rows keep their workload
+names, which README.md cites): lowercase words joined by '-', subject first,
+then its count or message size with k/m suffixes, then the variant;
+connections as c<N> in full digits: tasks-100k-sleep2, timers-200k-fire,
+tcp-protocol-1k-c1000.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import argparse
 import fnmatch
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,10 +49,12 @@ KiB = 1024
 @dataclass(frozen=True)
 class Row:
     id: str
-    group: str          # "core" | "net"
+    group: str          # "core" | "scale" | "net"
     doc: str
     quick: bool         # part of the --quick set
-    workload: str = ""  # core: workloads.WORKLOADS key
+    workload: str = ""  # core, scale: workloads.WORKLOADS key
+    n: int = 0          # scale: the workload's size in every profile
+    per: str = ""       # what the figure counts per second, if not "ops"
     kind: str = ""      # net: servers.py --kind
     mode: str = "echo"  # net: client.py --mode
     conns: int = 1
@@ -52,6 +64,8 @@ class Row:
 
     @property
     def unit(self) -> str:
+        if self.per:
+            return f"{self.per}/s"
         if self.group == "core":
             return "ops/s"
         return "requests/s" if self.mode == "http" else "round trips/s"
@@ -60,8 +74,27 @@ class Row:
 def _rows() -> list[Row]:
     rows = []
     quick_core = {"call_soon_chain", "call_later_cancel", "sleep0_pingpong"}
-    for w in workloads.WORKLOADS.values():
+    core = ("call_soon_chain", "call_soon_wide", "call_later_cancel", "call_at_churn",
+            "sleep0_pingpong", "gather_tasks", "call_soon_threadsafe")
+    for w in map(workloads.WORKLOADS.get, core):
         rows.append(Row(w.name, "core", w.doc, w.name in quick_core, workload=w.name))
+    scale = [
+        ("tasks-100k-sleep2", "tasks_sleep_twice", 100_000, "tasks", False,
+         "100k tasks each sleeping twice (random delays up to 50 ms), asyncio.gather"),
+        ("timers-200k-cancel-half", "timers_held_cancel_half", 200_000, "timers", False,
+         "200k call_later (up to 50 ms), handles held, a random half cancelled, "
+         "the rest waited for"),
+        ("timers-1k-fire", "timers_fire_due", 1_000, "timers", False,
+         "firing 1k due timers whose handles are held (the firing alone is timed)"),
+        ("timers-200k-fire", "timers_fire_due", 200_000, "timers", False,
+         "firing 200k due timers whose handles are held (the firing alone is timed)"),
+        ("callbacks-1m-chains100", "call_soon_chains", 1_000_000, "callbacks", False,
+         "call_soon in 100 parallel chains (about 100 ready callbacks per iteration)"),
+        ("tasks-100k-gather", "gather_tasks", 100_000, "tasks", True,
+         "gather of 100k tasks of a coroutine that returns at once"),
+    ]
+    for rid, workload, n, per, quick, doc in scale:
+        rows.append(Row(rid, "scale", doc, quick, workload=workload, n=n, per=per))
     # With one message in flight the load generator pays a send and a recv
     # per round trip, as the server does, so at 16 connections it can be the
     # one that saturates (the report flags it).  Pipelined, it pays one send
@@ -94,7 +127,7 @@ def _rows() -> list[Row]:
 
 
 ROWS = {row.id: row for row in _rows()}
-GROUPS = ("core", "net")
+GROUPS = ("core", "scale", "net")
 
 
 def select_rows(spec: str | None, quick: bool) -> list[Row]:
@@ -132,6 +165,8 @@ class Settings:
 
 
 def core_size(row: Row, quick: bool) -> int:
+    if row.n:
+        return row.n
     w = workloads.WORKLOADS[row.workload]
     return max(w.n // (QUICK_DIVISOR if quick else FULL_DIVISOR), w.smoke_n)
 
@@ -142,8 +177,9 @@ def measure_core(row: Row, loop: str, settings: Settings) -> dict:
         "minloop.bench.child", row.workload, loop, str(n)), CHILD_TIMEOUT)
     if "error" in answer:
         return answer
-    return {"rate": n / answer["seconds"], "seconds": answer["seconds"], "n": n,
-            "problems": [answer["problem"]] if answer["problem"] else []}
+    problem = answer.pop("problem")
+    return dict(answer, rate=n / answer["seconds"], n=n,
+                problems=[problem] if problem else [])
 
 
 def measure_net(row: Row, loop: str, settings: Settings) -> dict:
@@ -186,6 +222,7 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
                   client_util=answer["client_cpu"] / seconds, problems=problems)
     if answer.get("server_cpu") is not None:
         sample["server_util"] = answer["server_cpu"] / seconds
+        sample["server_us"] = answer["server_cpu"] / answer["round_trips"] * 1e6
         if answer.get("cpus_busy") is not None:
             # What other processes took of the two CPUs meanwhile.
             other = answer["cpus_busy"] - answer["server_cpu"] - answer["client_cpu"]
@@ -202,48 +239,72 @@ def summarise(cell: dict) -> None:
     """Medians of the samples' figures, and the rounds' spread of the rate."""
     samples = cell["samples"]
     cell["median"] = {}
-    for key in ("rate", "client_util", "server_util", "other_load"):
+    for key in ("rate", "client_util", "server_util", "server_us", "other_load"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None
+    # Collections per generation, and per-phase times: medians of each part.
+    for key in ("gc", "gc_fire"):
+        lists = [s[key] for s in samples if s.get(key) is not None]
+        if lists:
+            cell["median"][key] = [statistics.median(g) for g in zip(*lists)]
+    phases = [s["phases_ms"] for s in samples if s.get("phases_ms")]
+    if phases:
+        cell["median"]["phases_ms"] = {k: statistics.median(p[k] for p in phases)
+                                       for k in phases[0]}
     rates = [s["rate"] for s in samples]
     cell["spread"] = (max(rates) - min(rates)) / statistics.median(rates) if rates else None
 
 
+def _finish_row(row: Row, cells: dict, settings: Settings) -> dict:
+    for cell in cells.values():
+        summarise(cell)
+    entry = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
+    if row.group in ("core", "scale"):
+        entry["n"] = core_size(row, settings.quick)
+    entry["ratios"] = report.ratios(entry)
+    entry["ratio_ranges"] = report.ratio_ranges(entry)
+    return entry
+
+
 def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
-             progress: report.Progress) -> dict:
-    results = {}
+             progress: report.Progress, results: dict) -> dict:
+    """Measure rows into results (row id -> entry), loops taking turns within
+    each round.  Interrupted (KeyboardInterrupt), results keep every finished
+    row and the finished rounds of the row under way, and the interrupt
+    propagates."""
     for row in rows:
         cells = {name: {"samples": [], "errors": [], "problems": [], "na": None}
                  for name in loop_names}
         if row.needs and importlib.util.find_spec(row.needs) is None:
             for cell in cells.values():
                 cell["na"] = f"{row.needs} is not installed"
-        for round_ in range(1, settings.rounds + 1):
-            for name in loop_names:
-                cell = cells[name]
-                if cell["na"]:  # it will not become available next round
+        try:
+            for round_ in range(1, settings.rounds + 1):
+                for name in loop_names:
+                    cell = cells[name]
+                    if cell["na"]:  # it will not become available next round
+                        progress.step()
+                        continue
+                    progress.show(row.id, round_, settings.rounds, name)
+                    if row.group in ("core", "scale"):
+                        answer = measure_core(row, name, settings)
+                    else:
+                        answer = measure_net(row, name, settings)
                     progress.step()
-                    continue
-                progress.show(row.id, round_, settings.rounds, name)
-                if row.group == "core":
-                    answer = measure_core(row, name, settings)
-                else:
-                    answer = measure_net(row, name, settings)
-                progress.step()
-                if "na" in answer:
-                    cell["na"] = answer["na"]
-                elif "error" in answer:
-                    cell["errors"].append(f"round {round_}: {answer['error']}")
-                else:
-                    answer["round"] = round_
-                    cell["samples"].append(answer)
-                    cell["problems"] += [f"round {round_}: {p}" for p in answer["problems"]]
-        for cell in cells.values():
-            summarise(cell)
-        results[row.id] = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
-        if row.group == "core":
-            results[row.id]["n"] = core_size(row, settings.quick)
-        results[row.id]["ratios"] = report.ratios(results[row.id])
+                    if "na" in answer:
+                        cell["na"] = answer["na"]
+                    elif "error" in answer:
+                        cell["errors"].append(f"round {round_}: {answer['error']}")
+                    else:
+                        answer["round"] = round_
+                        cell["samples"].append(answer)
+                        cell["problems"] += [f"round {round_}: {p}"
+                                             for p in answer["problems"]]
+        except KeyboardInterrupt:
+            if any(c["samples"] for c in cells.values()):
+                results[row.id] = _finish_row(row, cells, settings)
+            raise
+        results[row.id] = _finish_row(row, cells, settings)
     return results
 
 
@@ -267,7 +328,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", metavar="ROWS",
                         help="comma-separated row ids, groups (core, net) or patterns "
                              "instead of the standard set (--list shows them)")
-    parser.add_argument("--rounds", type=int,
+    parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
                         help="timed seconds per network run (default 0.3, or 0.15 with --quick)")
@@ -276,11 +337,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the rows and exit")
 
 
+def _check_output(parser: argparse.ArgumentParser, option: str, path: str) -> None:
+    """Refuse now, before any measuring, a file that could not be written later."""
+    where = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        parser.error(f"{option} {path}: is a directory")
+    if not os.path.isdir(where):
+        parser.error(f"{option} {path}: no such directory: {where}")
+    if not os.access(where, os.W_OK | os.X_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)):
+        parser.error(f"{option} {path}: not writable")
+
+
+def _check_plot(parser: argparse.ArgumentParser, path: str) -> None:
+    _check_output(parser, "--plot", path)
+    try:
+        formats = report.plot_formats()
+    except report.PlotUnavailable as exc:
+        parser.error(f"--plot needs matplotlib ({exc}): pip install \"minloop[plot]\"")
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in formats:
+        parser.error(f"--plot {path}: the file name must end in one of "
+                     + ", ".join("." + f for f in sorted(formats)))
+
+
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        rows = select_rows(args.only, args.quick)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.list:
-        for row in ROWS.values():
+        for row in rows:
             mark = "*" if row.quick else " "
-            print(f"{row.id:<24} {mark} {row.doc}")
+            print(report.list_line(row.id, mark, row.doc))
         print("\n* in the --quick set")
         return 0
     names = [s.strip() for s in args.loops.split(",") if s.strip()]
@@ -288,14 +377,16 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if unknown or not names:
         parser.error(f"unknown loop(s): {', '.join(unknown) or '(none)'}; "
                      f"known: {', '.join(loops.NAMES)}")
-    try:
-        rows = select_rows(args.only, args.quick)
-    except ValueError as exc:
-        parser.error(str(exc))
-    rounds = args.rounds or (3 if args.quick else 5)
-    duration = args.duration or (0.15 if args.quick else 0.3)
-    if rounds < 1 or duration <= 0:
-        parser.error("--rounds and --duration must be positive")
+    rounds = args.rounds if args.rounds is not None else (3 if args.quick else 5)
+    duration = args.duration if args.duration is not None else (0.15 if args.quick else 0.3)
+    if rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if duration <= 0:
+        parser.error("--duration must be positive")
+    if args.json:
+        _check_output(parser, "--json", args.json)
+    if args.plot:
+        _check_plot(parser, args.plot)
     settings = Settings(args.quick, rounds, duration, 0.05 if args.quick else 0.1,
                         procs.Pinning(not args.no_pin))
 
@@ -308,23 +399,32 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
 
     progress = report.Progress(len(rows) * rounds * len(available))
-    results = run_rows(rows, available, settings, progress)
-    progress.finish()
+    results: dict = {}
+    interrupted = False
+    try:
+        run_rows(rows, available, settings, progress, results)
+    except KeyboardInterrupt:
+        interrupted = True
+        progress.interrupted(len(results))
+    else:
+        progress.finish()
+    if not results:
+        return 130 if interrupted else 1
 
     print(report.table(results, available))
-    print()
-    print(report.notes(results, available, settings))
+    for part in (report.details(results, available),
+                 report.notes(results, available, settings),
+                 report.summary(results, available)):
+        if part:
+            print()
+            print(part)
 
-    status = 0 if report.ok(results) else 1
+    status = 130 if interrupted else (0 if report.ok(results) else 1)
     if args.json:
-        report.write_json(args.json, machine, probes, settings, results)
+        report.write_json(args.json, machine, probes, settings, results,
+                          interrupted=interrupted)
         print(f"\nwrote {args.json}")
     if args.plot:
-        try:
-            report.plot(args.plot, results, available)
-        except report.PlotUnavailable as exc:
-            print(f"minloop bench: --plot needs matplotlib ({exc}): "
-                  f'pip install "minloop[plot]"', file=sys.stderr)
-            return 1
+        report.plot(args.plot, results, available, dict(machine, rounds=rounds))
         print(f"wrote {args.plot}")
     return status

@@ -1,0 +1,348 @@
+"""python -m minloop bench: the command line, the report and the rows.
+
+Reduced sets (one round, tiny network windows, tiny sizes): these check that
+the pieces fit and what the command prints, never how fast anything is.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import minloop
+from minloop.bench import loops, procs, report, suite, workloads
+
+BENCH_FAST = ('--quick', '--rounds', '1', '--duration', '0.05', '--loops', 'asyncio,minloop')
+
+
+def run_cli(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, '-m', 'minloop', *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def table_line(stdout, rid):
+    return next(line for line in stdout.splitlines() if line.startswith(rid + ' '))
+
+
+def test_bench_quick_prints_the_table_and_writes_json(tmp_path):
+    out = tmp_path / 'bench.json'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,tcp-protocol-1k-c1',
+                   '--json', str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(line for line in lines if line.startswith('row '))
+    assert head.split() == ['row', 'asyncio', 'minloop', 'asyncio']
+    assert 'minloop vs' in lines[lines.index(head) - 1]
+    for rid in ('call_soon_chain', 'tcp-protocol-1k-c1'):
+        row = table_line(proc.stdout, rid)
+        assert 'FAILED' not in row and row.rstrip().split()[-1] != '-', row
+    assert 'load generator' in proc.stdout and 'server CPU per round trip' in proc.stdout
+    assert 'runs in' in proc.stderr  # the progress report's last line
+
+    data = json.loads(out.read_text())
+    env = data['environment']
+    assert env['minloop'] == minloop.__version__ and env['rounds'] == 1 and env['quick']
+    assert env['loops']['minloop']['available'] and 'python' in env
+    assert set(data['rows']) == {'call_soon_chain', 'tcp-protocol-1k-c1'}
+    core = data['rows']['call_soon_chain']
+    (sample,) = core['cells']['minloop']['samples']
+    assert sample['round'] == 1 and sample['seconds'] > 0 and sample['rate'] > 0
+    assert len(sample['gc']) == 3
+    assert core['cells']['asyncio']['median']['rate'] > 0
+    assert core['ratios']['asyncio'] > 0
+    lo, hi = core['ratio_ranges']['asyncio']
+    assert lo == hi == pytest.approx(core['ratios']['asyncio'])  # one round
+    net = data['rows']['tcp-protocol-1k-c1']
+    (sample,) = net['cells']['minloop']['samples']
+    assert sample['round_trips'] > 0 and 0 <= sample['client_cpu']
+    assert net['client_cpu_peak'] is not None and net['row']['unit'] == 'round trips/s'
+
+
+def test_bench_output_fits_80_columns_and_ends_with_a_summary():
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,tasks-100k-gather')
+    assert proc.returncode == 0, proc.stderr
+    wide = [line for line in proc.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide
+    tail = proc.stdout.rstrip().splitlines()
+    assert tail[-3].startswith('summary: geometric mean per group')
+    assert tail[-2].split()[:4] == ['core', tail[-2].split()[1], 'vs', 'asyncio']
+    assert tail[-1].split()[0] == 'scale' and '(1 row)' in tail[-1]
+
+
+def test_bench_plot_without_matplotlib_fails_before_measuring(tmp_path):
+    # A matplotlib that cannot be imported shadows any installed one.
+    fake = tmp_path / 'fake' / 'matplotlib'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('No module named matplotlib')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path / 'fake')] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   '--plot', str(tmp_path / 'ratios.png'), env=env)
+    assert proc.returncode == 2
+    assert 'pip install "minloop[plot]"' in proc.stderr
+    assert 'runs in' not in proc.stderr and proc.stdout == ''  # nothing was measured
+    assert not (tmp_path / 'ratios.png').exists()
+
+
+def test_bench_row_a_loop_cannot_run_is_na_not_a_failure(tmp_path):
+    # An httptools that cannot be imported: the HTTP servers cannot start.
+    fake = tmp_path / 'fake' / 'httptools'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('no httptools here')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / 'fake'))
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'http-c16', env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert table_line(proc.stdout, 'http-c16').split()[1:3] == ['n/a', 'n/a']
+    assert 'no httptools here' in proc.stdout
+    assert 'FAILED' not in proc.stdout
+
+
+def test_bench_plot_draws_the_ratios(tmp_path):
+    pytest.importorskip('matplotlib')
+    png = tmp_path / 'ratios.png'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain', '--plot', str(png))
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_bench_unknown_option_is_a_usage_error():
+    proc = run_cli('bench', '--no-such-option')
+    assert proc.returncode == 2
+    assert 'unrecognized arguments: --no-such-option' in proc.stderr
+
+
+def test_bench_unknown_row_or_loop_is_a_usage_error():
+    proc = run_cli('bench', '--only', 'no_such_row')
+    assert proc.returncode == 2 and 'no row matches' in proc.stderr
+    proc = run_cli('bench', '--loops', 'tokio')
+    assert proc.returncode == 2 and 'unknown loop' in proc.stderr
+
+
+def test_bench_list_names_the_standard_set():
+    proc = run_cli('bench', '--list')
+    assert proc.returncode == 0
+    for rid in ('call_soon_chain', 'call_later_cancel', 'sleep0_pingpong',
+                'tcp-protocol-1k-c16', 'tcp-streams-1k-c16', 'http-pipe8-c16',
+                'tasks-100k-sleep2', 'timers-200k-cancel-half', 'timers-1k-fire',
+                'timers-200k-fire', 'callbacks-1m-chains100', 'tasks-100k-gather'):
+        assert rid in proc.stdout
+    assert max(map(len, proc.stdout.splitlines())) <= 80
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self._tty = tty
+
+    def isatty(self):
+        return self._tty
+
+
+@pytest.mark.parametrize('tty', [True, False])
+def test_bench_progress_is_one_rewritten_line_on_a_tty(tty):
+    stream = _Stream(tty)
+    progress = report.Progress(4, stream)
+    for row in ('a', 'b'):
+        for loop in ('asyncio', 'minloop'):
+            progress.show(row, 1, 1, loop)
+            progress.step()
+    progress.finish()
+    text = stream.getvalue()
+    if tty:
+        assert text.count('\r') == 5 and text.count('\n') == 1  # four updates, one clear
+    else:
+        assert '\r' not in text
+        assert text.count('\n') == 3  # one line per row, and the total
+    assert text.rstrip().endswith('s') and '4 runs in' in text
+
+
+def _net_entry(util, server_us=5.0):
+    cells = {n: {'samples': [{'rate': 1.0, 'client_util': util, 'round': 1}],
+                 'errors': [], 'problems': [], 'na': None, 'spread': 0.0,
+                 'median': {'rate': 1.0, 'client_util': util, 'server_us': server_us}}
+             for n in ('asyncio', 'minloop')}
+    return {'row': {'group': 'net', 'unit': 'round trips/s'}, 'cells': cells,
+            'ratios': {'asyncio': 1.0}}
+
+
+class _Settings:
+    rounds = 1
+    pin = procs.Pinning()
+
+
+def test_bench_flags_a_saturated_load_generator():
+    results = {'busy-row': _net_entry(0.97), 'calm-row': _net_entry(0.30)}
+    details = report.details(results, ['asyncio', 'minloop'])
+    assert table_line(details, 'busy-row').endswith('97% sat')
+    assert table_line(details, 'calm-row').endswith('30%')
+    notes = report.notes(results, ['asyncio', 'minloop'], _Settings)
+    assert 'busy-row (97%' in notes and 'not the bottleneck' not in notes
+    results = {'calm-row': _net_entry(0.30)}
+    assert 'not the bottleneck' in report.notes(results, ['asyncio', 'minloop'], _Settings)
+
+
+# --- the scale rows' workloads, at tiny sizes ---------------------------------
+
+SMOKE_LOOPS = ('asyncio', 'minloop')
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('workload', ['tasks_sleep_twice', 'timers_held_cancel_half',
+                                      'timers_fire_due', 'call_soon_chains', 'gather_tasks'])
+def test_scale_workload_runs_and_counts_collections(workload, loop_name):
+    result = workloads.measure(workloads.WORKLOADS[workload], loops.factory(loop_name), 2000)
+    assert result['seconds'] > 0
+    assert len(result['gc']) == 3 and all(c >= 0 for c in result['gc'])
+    if workload == 'timers_held_cancel_half':
+        phases = result['phases_ms']
+        assert set(phases) == {'schedule', 'cancel', 'fire'}
+        assert all(v >= 0 for v in phases.values())
+        assert len(result['gc_fire']) == 3
+    if workload == 'timers_fire_due':
+        assert result['ns_per_timer'] == pytest.approx(result['seconds'] / 2000 * 1e9)
+        assert len(result['gc_fire']) == 3
+
+
+def test_gc_counter_counts_collections_per_generation():
+    with workloads.GC:
+        before = workloads.GC.snapshot()
+        import gc
+        gc.collect(0)
+        gc.collect(2)
+        assert workloads._since(before) == [1, 0, 1]
+    gc.collect()
+    assert workloads._since(before) == [1, 0, 1]  # not counting once removed
+
+
+def test_scale_workloads_catch_a_wrong_outcome():
+    # A loop that never runs call_soon callbacks given by call_later's handles
+    # cannot pass: verify() notices what did not happen.
+    class Lossy(asyncio_loop_type()):
+        def call_later(self, delay, callback, *args, **kw):
+            handle = super().call_later(delay, callback, *args, **kw)
+            if callback.__name__ == 'fire' and not getattr(self, '_dropped', False):
+                self._dropped = True
+                handle.cancel()
+                self.call_later(0.06, self.stop)
+            return handle
+
+    with pytest.raises(workloads.Misbehaved, match='firings'):
+        workloads.measure(workloads.WORKLOADS['timers_held_cancel_half'], Lossy, 200)
+
+
+def asyncio_loop_type():
+    import asyncio
+    return asyncio.SelectorEventLoop
+
+
+def test_scale_rows_run_whole_in_every_profile():
+    for rid in ('tasks-100k-sleep2', 'timers-200k-cancel-half', 'timers-200k-fire',
+                'callbacks-1m-chains100', 'tasks-100k-gather'):
+        row = suite.ROWS[rid]
+        assert row.group == 'scale'
+        assert suite.core_size(row, quick=True) == suite.core_size(row, quick=False) == row.n
+    assert suite.ROWS['timers-1k-fire'].n == 1000
+
+
+def test_bench_scale_row_reports_collections_and_phases():
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'timers-1k-fire,timers-200k-cancel-half')
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert 'GC collections during the timed run' in out
+    gc_line = table_line(out.split('GC collections')[1], 'timers-1k-fire')
+    assert all(len(cell.split('/')) == 3 for cell in gc_line.split()[1:])
+    assert 'timers-200k-cancel-half by phase' in out
+    phases = out.split('by phase')[1].splitlines()
+    assert phases[1].split() == ['loop', 'schedule', 'cancel', 'fire', 'GC', 'firing']
+    assert phases[2].split()[0] == 'asyncio' and phases[3].split()[0] == 'minloop'
+
+
+# --- the command line refuses early what it could not do late -----------------
+
+
+def test_bench_rounds_zero_is_refused_like_a_negative_duration():
+    proc = run_cli('bench', '--rounds', '0')
+    assert proc.returncode == 2 and '--rounds must be at least 1' in proc.stderr
+    proc = run_cli('bench', '--duration', '-1')
+    assert proc.returncode == 2 and '--duration must be positive' in proc.stderr
+
+
+def test_bench_list_honours_only():
+    proc = run_cli('bench', '--list', '--only', 'timers-*')
+    assert proc.returncode == 0
+    ids = [line.split()[0] for line in proc.stdout.splitlines()
+           if line and not line.startswith((' ', '*'))]
+    assert ids == ['timers-200k-cancel-half', 'timers-1k-fire', 'timers-200k-fire']
+
+
+@pytest.mark.parametrize('option', ['--json', '--plot'])
+def test_bench_unwritable_output_is_refused_before_measuring(tmp_path, option):
+    name = 'out.json' if option == '--json' else 'out.png'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   option, str(tmp_path / 'no' / 'such' / name))
+    assert proc.returncode == 2 and 'no such directory' in proc.stderr
+    assert proc.stdout == '' and 'Traceback' not in proc.stderr
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain', option, str(tmp_path))
+    assert proc.returncode == 2 and 'is a directory' in proc.stderr
+
+
+def test_bench_plot_format_is_checked_before_measuring(tmp_path):
+    pytest.importorskip('matplotlib')
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   '--plot', str(tmp_path / 'p.txt'))
+    assert proc.returncode == 2 and 'must end in one of' in proc.stderr and '.png' in proc.stderr
+    assert proc.stdout == '' and not (tmp_path / 'p.txt').exists()
+
+
+def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / 'partial.json'
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'minloop', 'bench', '--quick', '--rounds', '50',
+         '--loops', 'asyncio,minloop', '--only', 'call_soon_chain', '--json', str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # a round takes well under a second: several are done by then
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert 'Traceback' not in stderr
+    interrupted = [line for line in stderr.splitlines() if line.startswith('interrupted')]
+    assert len(interrupted) == 1
+    assert table_line(stdout, 'call_soon_chain')
+    data = json.loads(out.read_text())
+    assert data['environment']['interrupted'] is True
+    samples = data['rows']['call_soon_chain']['cells']['minloop']['samples']
+    assert 1 <= len(samples) < 50
+
+
+# --- the notes say what the pinning allowed ------------------------------------
+
+
+def test_bench_one_shared_cpu_is_not_called_no_bottleneck():
+    class Shared:
+        rounds = 1
+        pin = procs.Pinning()
+
+    Shared.pin.server = Shared.pin.client = None
+    Shared.pin.shared = True
+    Shared.pin.describe = 'not pinned (fewer than two usable CPUs)'
+    notes = report.notes({'calm-row': _net_entry(0.30)}, ['asyncio', 'minloop'], Shared)
+    assert 'not the bottleneck' not in notes
+    assert 'shared one CPU' in notes and 'server CPU per round trip' in notes
+
+
+@pytest.mark.skipif(not hasattr(os, 'sched_setaffinity'), reason='needs sched_setaffinity')
+def test_pinning_knows_when_both_processes_share_one_cpu():
+    cpu = min(os.sched_getaffinity(0))
+    code = ('import os; from minloop.bench import procs; '
+            f'os.sched_setaffinity(0, {{{cpu}}}); p = procs.Pinning(); '
+            'print(p.shared, p.server, p.client)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ['True', 'None', 'None']
