@@ -62,7 +62,7 @@ def test_bench_quick_prints_the_table_and_writes_json(tmp_path):
 
 
 def test_bench_output_fits_80_columns_and_ends_with_a_summary():
-    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,tasks-100k-gather')
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,timers-1k-fire')
     assert proc.returncode == 0, proc.stderr
     wide = [line for line in proc.stdout.splitlines() if len(line) > 80]
     assert not wide, wide
@@ -346,3 +346,63 @@ def test_pinning_knows_when_both_processes_share_one_cpu():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ['True', 'None', 'None']
+
+
+# --- memory and many-connection rows, at tiny sizes ----------------------------
+
+TINY = suite.Settings(quick=True, rounds=1, duration=0.05, warmup=0.02,
+                      pin=procs.Pinning(False))
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+def test_idle_connection_memory_row_measures_the_server(loop_name, monkeypatch):
+    monkeypatch.setattr(suite, 'SETTLE', 0.05)
+    row = suite.Row('idle-tcp-c200', 'memory', 'tiny', False, kind='protocol', conns=200,
+                    lower_better=True)
+    answer = suite.measure_idle(row, loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['conns'] == 200 and answer['problems'] == []
+    assert answer['rss_after'] > answer['rss_before'] > 0
+    # A connection costs the server something, and far less than a megabyte.
+    assert 0 < answer['rate'] < 1 << 20
+
+
+def test_idle_connection_rows_need_the_open_file_limit(monkeypatch):
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip('no hard limit on open files')
+    row = suite.Row('idle-tcp-huge', 'memory', 'tiny', False, kind='protocol', conns=hard)
+    answer = suite.measure_idle(row, 'asyncio', TINY)
+    assert 'ulimit -Hn' in answer['na']
+    assert 'ulimit -Hn' in suite.measure_net(
+        suite.Row('tcp-huge', 'net', 'tiny', False, kind='protocol', conns=hard),
+        'asyncio', TINY)['na']
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('kind,mode', [('protocol', 'echo'), ('streams', 'echo'),
+                                       ('http', 'http')])
+def test_many_connection_rows_run(kind, mode, loop_name):
+    if mode == 'http':
+        pytest.importorskip('httptools')
+    row = suite.Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
+                    min_duration=0.1)
+    answer = suite.measure_net(row, loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 300  # every connection answered at least once
+    assert answer['problems'] == []
+    if answer.get('server_us') is not None:
+        assert answer['server_us'] > 0
+
+
+def test_the_standard_rows_follow_one_naming_scheme():
+    import re
+    # The core rows keep the workload names README.md cites.
+    scheme = re.compile(r'^[a-z0-9]+(-[a-z0-9]+)+$')
+    for row in suite.ROWS.values():
+        if row.group != 'core':
+            assert scheme.match(row.id), row.id
+            assert len(row.id) <= 23, row.id  # the table's first column
+        if row.conns > 16:
+            assert row.id.endswith(f'-c{row.conns}'), row.id

@@ -19,8 +19,14 @@ the one measuring it, and as little Python per byte as the job allows:
   stream has no message boundaries: round trips are bytes back / SIZE.
 * http: each connection keeps up to K keep-alive GET requests in flight (sent
   in one send() each refill) and counts the fixed-length responses.
+* idle: open N connections, send nothing, say {"connected": N} on stdout and
+  hold them until stdin closes (the idle-connection memory rows).
 
-Timeline: connect all, WARMUP seconds uncounted, DURATION seconds counted;
+The soft limit on open files is raised to the hard one first (the rows with
+10,000 connections need it on both sides).
+
+Timeline: connect all, wait until each connection had a round trip, WARMUP
+seconds uncounted, DURATION seconds counted;
 then stop sending, wait (up to 5 s) for every outstanding byte and check that
 each connection got back exactly what it sent.  Byte o of every echo stream
 is PATTERN[o % 251], so a server that drops, repeats or reorders bytes
@@ -48,6 +54,7 @@ PERIOD = 251  # prime to every power-of-two message size
 CHECK_EVERY = 16
 RECV_SIZE = 256 * 1024
 DRAIN_TIMEOUT = 5.0
+SETTLE_TIMEOUT = 30.0
 
 HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
 # The answer of servers.py's HTTP server to every request, byte for byte.
@@ -137,12 +144,9 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
     # fewer, larger sends keep the generator's cost per round trip down.
     low_water = window - max(unit, (depth // 2) * unit)
 
-    socks = []
-    for _ in range(conns):
-        sock = socket.create_connection((host, port), timeout=10.0)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    socks = connect_all(host, port, conns)
+    for sock in socks:
         sock.setblocking(False)
-        socks.append(sock)
     poller = Poller()
     by_fd = {}
     # Per connection: [sock, requested (bytes of answers asked for), received]
@@ -171,13 +175,17 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
             state[1] = requested + n
 
     outstanding = 0  # connections still owed bytes, counted while draining
+    answered = 0  # connections that got their first round trip back
+    everyone = False  # pump() returns early once every connection answered
 
     def pump(until: float) -> None:
-        nonlocal chunks, outstanding
+        nonlocal chunks, outstanding, answered
         poll = poller.poll
         monotonic = time.monotonic
         while monotonic() < until:
             if not sending and not outstanding:
+                return
+            if everyone and answered == conns:
                 return
             for fd, _ in poll(0.05):
                 state = by_fd[fd]
@@ -193,6 +201,8 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
                     start = state[2] % period
                     if view[:n] != expected_view[start:start + n]:
                         raise Failed(f"wrong bytes echoed at offset {state[2]}")
+                if state[2] < unit <= state[2] + n:
+                    answered += 1
                 state[2] += n
                 if sending:
                     if state[1] - state[2] <= low_water:
@@ -202,6 +212,15 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
 
     for state in by_fd.values():
         top_up(state)
+    # With thousands of connections the server may still be accepting: the
+    # warm-up lasts until every connection made a round trip (up to
+    # SETTLE_TIMEOUT), and WARMUP seconds more.
+    everyone = True
+    pump(time.monotonic() + SETTLE_TIMEOUT)
+    everyone = False
+    if answered < conns:
+        raise Failed(f"{conns - answered} of {conns} connections got no answer in "
+                     f"{SETTLE_TIMEOUT:g} s")
     pump(time.monotonic() + warmup)
     received_before = sum(s[2] for s in by_fd.values())
     server_before = proc_cpu(server_pid) if server_pid else None
@@ -234,13 +253,50 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
     }
 
 
+def connect_all(host: str, port: int, conns: int) -> list:
+    socks = []
+    try:
+        for _ in range(conns):
+            sock = socket.create_connection((host, port), timeout=10.0)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            socks.append(sock)
+    except BaseException:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+def hold_idle(host: str, port: int, conns: int) -> dict:
+    """Open conns connections, announce them, keep them until stdin closes."""
+    socks = connect_all(host, port, conns)
+    print(json.dumps({"connected": len(socks)}), flush=True)
+    sys.stdin.read()
+    for sock in socks:
+        sock.close()
+    return {"connected": len(socks)}
+
+
+def raise_nofile_limit() -> None:
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int)
     parser.add_argument("--address", choices=("-",),
                         help="read the server's ready line (host, port, pid) from stdin")
-    parser.add_argument("--mode", choices=("echo", "http"), default="echo")
+    parser.add_argument("--mode", choices=("echo", "http", "idle"), default="echo")
     parser.add_argument("--conns", type=int, default=1)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--depth", type=int, default=1)
@@ -254,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("one of --port and --address is required")
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
+    raise_nofile_limit()
     try:
         if args.address:
             hello = json.loads(sys.stdin.readline() or "{}")
@@ -262,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             args.host, args.port = hello["host"], hello["port"]
             args.server_pid = args.server_pid or hello.get("pid")
+        if args.mode == "idle":
+            hold_idle(args.host, args.port, args.conns)
+            return 0
         result = run(args.host, args.port, args.mode, args.conns, args.size, args.depth,
                      args.duration, args.warmup, args.server_pid,
                      [int(c) for c in args.watch_cpus.split(",")] if args.watch_cpus else None)

@@ -169,6 +169,23 @@ class ServerProcess:
         self.address = hello
         self.pid = hello["pid"]
 
+    def request(self, line: str, timeout: float = 30.0) -> dict:
+        """Send one command line on the server's stdin (servers.py --count),
+        return its one JSON line of answer."""
+        import select
+
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise self.Failed(f"server did not answer {line!r} within {timeout:g} s")
+        answer = self.proc.stdout.readline()
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise self.Failed(f"server answered {line!r} with {answer.strip()!r}: "
+                              f"{self.stderr_tail()}") from None
+
     def stderr_tail(self) -> str:
         """The last line the server wrote to stderr (kept once it stopped)."""
         if self.stderr.closed:

@@ -287,7 +287,7 @@ def details(results: dict, loop_names: list[str]) -> str:
                                          f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED
                                                              else "")])
         out += _columns(rows, 1, [0] + [2] * len(loop_names) + [2])
-    return "\n".join(out)
+    return "\n".join(out).strip("\n")
 
 
 def summary(results: dict, loop_names: list[str]) -> str:
@@ -326,6 +326,10 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
         out.append("scale rows: the same at full size in every profile, with the cyclic "
                    "GC on at its default thresholds, as programs run; the size is in "
                    "the row's name.")
+    if "memory" in groups:
+        out.append(f"memory rows: growth of the server's resident set (VmRSS) per "
+                   f"connection, from before the connections to after, each read after "
+                   f"a full collection in the server and a settle time.")
     if "net" in groups:
         out.append("net rows: round trips (HTTP requests) per second through a server on "
                    "the loop, measured by the load generator.")

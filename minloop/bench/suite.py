@@ -7,6 +7,10 @@ Rows are of three groups:
 * scale: the same, at the sizes real servers reach (100k tasks, 200k live
   timers, ...), whole in every profile, with the cyclic GC on at its default
   thresholds and the collections it ran counted per generation;
+* memory: a Protocol echo server (servers.py --count) on the loop under test
+  in a fresh process, N idle connections to it from another; the figure is
+  the growth of the server's resident set per connection, after a full
+  collection in the server and a settle time (lower is better);
 * net: a server (servers.py) on the loop under test, in a fresh process
   pinned to one CPU, driven by the load generator (client.py) in another
   process pinned to the other CPU; its figure is round trips (requests) per
@@ -32,6 +36,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 
 from . import client as client_module
@@ -49,12 +54,14 @@ KiB = 1024
 @dataclass(frozen=True)
 class Row:
     id: str
-    group: str          # "core" | "scale" | "net"
+    group: str          # "core" | "scale" | "memory" | "net"
     doc: str
     quick: bool         # part of the --quick set
     workload: str = ""  # core, scale: workloads.WORKLOADS key
     n: int = 0          # scale: the workload's size in every profile
     per: str = ""       # what the figure counts per second, if not "ops"
+    lower_better: bool = False  # memory: bytes per connection
+    min_duration: float = 0.0   # net: timed seconds at least (thousands of connections)
     kind: str = ""      # net: servers.py --kind
     mode: str = "echo"  # net: client.py --mode
     conns: int = 1
@@ -64,6 +71,8 @@ class Row:
 
     @property
     def unit(self) -> str:
+        if self.group == "memory":
+            return "bytes/conn"
         if self.per:
             return f"{self.per}/s"
         if self.group == "core":
@@ -90,11 +99,17 @@ def _rows() -> list[Row]:
          "firing 200k due timers whose handles are held (the firing alone is timed)"),
         ("callbacks-1m-chains100", "call_soon_chains", 1_000_000, "callbacks", False,
          "call_soon in 100 parallel chains (about 100 ready callbacks per iteration)"),
-        ("tasks-100k-gather", "gather_tasks", 100_000, "tasks", True,
+        ("tasks-100k-gather", "gather_tasks", 100_000, "tasks", False,
          "gather of 100k tasks of a coroutine that returns at once"),
     ]
+    # None of them is in the --quick set: each is seconds per run and loop.
     for rid, workload, n, per, quick, doc in scale:
         rows.append(Row(rid, "scale", doc, quick, workload=workload, n=n, per=per))
+    for conns in (5_000, 10_000):
+        rows.append(Row(f"idle-tcp-c{conns}", "memory",
+                        f"server RSS per idle TCP connection, {conns:,} connections to a "
+                        f"Protocol echo server", False, kind="protocol", conns=conns,
+                        lower_better=True))
     # With one message in flight the load generator pays a send and a recv
     # per round trip, as the server does, so at 16 connections it can be the
     # one that saturates (the report flags it).  Pipelined, it pays one send
@@ -120,14 +135,30 @@ def _rows() -> list[Row]:
         ("http-pipe8-c16", "http", "http", 16, 8, True,
          "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests on each"),
     ]
+    # Thousands of connections, one message in flight on each: what the loop
+    # pays per ready connection when many are ready at once.  A timed window
+    # of a second at least, so that every connection makes many round trips.
+    for conns in (1_000, 10_000):
+        net += [
+            (f"tcp-protocol-1k-c{conns}", "protocol", "echo", conns, 1, False,
+             f"asyncio.Protocol echo, {conns:,} connections, one 1 KiB message in flight "
+             f"on each"),
+            (f"tcp-streams-1k-c{conns}", "streams", "echo", conns, 1, False,
+             f"start_server streams echo, {conns:,} connections, one 1 KiB message in "
+             f"flight on each"),
+        ]
+    net.append(("http-c1000", "http", "http", 1_000, 1, False,
+                "keep-alive HTTP/1.1 on httptools, 1,000 connections, one request in "
+                "flight on each"))
     for rid, kind, mode, conns, depth, quick, doc in net:
         rows.append(Row(rid, "net", doc, quick, kind=kind, mode=mode, conns=conns,
-                        depth=depth, needs="httptools" if mode == "http" else ""))
+                        depth=depth, needs="httptools" if mode == "http" else "",
+                        min_duration=1.0 if conns >= 1_000 else 0.0))
     return rows
 
 
 ROWS = {row.id: row for row in _rows()}
-GROUPS = ("core", "scale", "net")
+GROUPS = ("core", "scale", "memory", "net")
 
 
 def select_rows(spec: str | None, quick: bool) -> list[Row]:
@@ -183,14 +214,19 @@ def measure_core(row: Row, loop: str, settings: Settings) -> dict:
 
 
 def measure_net(row: Row, loop: str, settings: Settings) -> dict:
+    shortfall = nofile_shortfall(row.conns)
+    if shortfall:
+        return {"na": shortfall}
     pin = settings.pin
+    duration = max(settings.duration, row.min_duration)
+    warmup = max(settings.warmup, row.min_duration / 4)
     watch = [c for c in (pin.server, pin.client) if c is not None]
     # The load generator starts alongside the server (a bare interpreter,
     # ready first) and reads the server's address from stdin once it is up.
     client = subprocess.Popen(
         [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
          "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
-         "--duration", f"{settings.duration:g}", "--warmup", f"{settings.warmup:g}",
+         "--duration", f"{duration:g}", "--warmup", f"{warmup:g}",
          *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -204,7 +240,7 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
             return {"error": str(exc)}
         try:
             answer = procs.communicate_json(client, json.dumps(server.address) + "\n",
-                                            settings.duration + settings.warmup + 60)
+                                            duration + warmup + 60)
         finally:
             server.stop()
     finally:
@@ -228,6 +264,83 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
             other = answer["cpus_busy"] - answer["server_cpu"] - answer["client_cpu"]
             sample["other_load"] = max(0.0, other / (seconds * len(watch)))
     return sample
+
+
+SETTLE = 0.5  # seconds the server's heap is left alone before its RSS is read
+SPARE_FILES = 64  # open files a process needs besides its connections
+
+
+def nofile_shortfall(conns: int) -> str | None:
+    """Why conns connections cannot be opened here, or None if they can.
+    The soft limit is raised to the hard one in both processes, so the hard
+    limit is what counts."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < conns + SPARE_FILES:
+        return (f"{conns:,} connections need {conns + SPARE_FILES:,} open files; the hard "
+                f"limit (ulimit -Hn) is {hard:,}")
+    return None
+
+
+def measure_idle(row: Row, loop: str, settings: Settings) -> dict:
+    shortfall = nofile_shortfall(row.conns)
+    if shortfall:
+        return {"na": shortfall}
+    pin = settings.pin
+    try:
+        server = procs.ServerProcess(procs.module_command(
+            "minloop.bench.servers", "--loop", loop, "--kind", "protocol", "--count",
+            *pin.args(pin.server)))
+    except procs.ServerProcess.Unsupported as exc:
+        return {"na": str(exc)}
+    except procs.ServerProcess.Failed as exc:
+        return {"error": str(exc)}
+    client = None
+    try:
+        server.request("gc")
+        time.sleep(SETTLE)
+        before = server.request("gc")
+        client = subprocess.Popen(
+            [sys.executable, client_module.__file__, "--address", "-", "--mode", "idle",
+             "--conns", str(row.conns), *pin.args(pin.client)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client.stdin.write(json.dumps(server.address) + "\n")
+        client.stdin.flush()
+        said = client.stdout.readline()
+        if "connected" not in said:
+            client.stdin.close()
+            return {"error": f"load generator: {said.strip() or client.stderr.read().strip()}"}
+        # The client's connect() returns once the kernel queued the connection;
+        # the server may still be accepting.
+        deadline = time.monotonic() + 30.0
+        while (now := server.request("gc"))["conns"] < row.conns:
+            if time.monotonic() > deadline:
+                return {"error": f"the server accepted {now['conns']} of {row.conns} "
+                                 f"connections in 30 s"}
+            time.sleep(0.1)
+        time.sleep(SETTLE)
+        after = server.request("gc")
+    except procs.ServerProcess.Failed as exc:
+        return {"error": str(exc)}
+    finally:
+        if client is not None:
+            try:
+                client.stdin.close()
+                client.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                client.kill()
+                client.wait()
+        server.stop()
+    if before["rss"] is None or after["rss"] is None:
+        return {"na": "no /proc/self/status to read the resident set from"}
+    problems = server.problems()
+    if after["conns"] != row.conns:
+        problems.append(f"{after['conns']} connections open at the end, not {row.conns}")
+    return {"rate": (after["rss"] - before["rss"]) / row.conns, "rss_before": before["rss"],
+            "rss_after": after["rss"], "conns": after["conns"], "problems": problems}
 
 
 # ---------------------------------------------------------------------------
@@ -288,6 +401,8 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
                     progress.show(row.id, round_, settings.rounds, name)
                     if row.group in ("core", "scale"):
                         answer = measure_core(row, name, settings)
+                    elif row.group == "memory":
+                        answer = measure_idle(row, name, settings)
                     else:
                         answer = measure_net(row, name, settings)
                     progress.step()
