@@ -110,6 +110,31 @@ def render_table(results: dict, loop_names: list[str], ref: str) -> str:
     return "\n".join(out)
 
 
+def render_gc_table(results: dict, loop_names: list[str]) -> str:
+    """Collections of the cyclic GC during each timed run, generations 0/1/2
+    (medians), for the workloads where any loop caused some."""
+    rows = []
+    for wname, entry in results.items():
+        row, any_ = [wname], False
+        for name in loop_names:
+            counts = [g for g in entry["loops"][name]["gc"] if g]
+            if not counts:
+                row.append("-")
+                continue
+            medians = [statistics.median(c) for c in zip(*counts)]
+            any_ = any_ or any(medians)
+            row.append("/".join(f"{m:g}" for m in medians))
+        if any_:
+            rows.append(row)
+    if not rows:
+        return ""
+    rows.insert(0, ["GC collections (gen 0/1/2)"] + loop_names)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                           zip(r[1:], widths[1:])]).rstrip()
+                     for r in rows)
+
+
 # ---------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------
@@ -179,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     for wname in workload_names:
         workload = workloads.WORKLOADS[wname]
         n = max(workload.n // QUICK_DIVISOR, workload.smoke_n) if args.quick else workload.n
-        cells = {name: {"samples": [], "problems": [], "errors": []} for name in available}
+        cells = {name: {"samples": [], "problems": [], "errors": [], "gc": []}
+                 for name in available}
         for round_ in range(1, rounds + 1):
             for name in available:
                 progress.show(wname, round_, rounds, name)
@@ -189,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                     cells[name]["errors"].append(f"round {round_}: {answer['error']}")
                     continue
                 cells[name]["samples"].append(answer["seconds"])
+                cells[name]["gc"].append(answer.get("gc"))
                 if answer["problem"]:
                     cells[name]["problems"].append(f"round {round_}: {answer['problem']}")
         for cell in cells.values():
@@ -200,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     progress.finish()
 
     print(render_table(results, available, args.ref))
+    gc_table = render_gc_table(results, available)
+    if gc_table:
+        print()
+        print(gc_table)
     print()
     if args.ref in available:
         print(f"vs X: X's time over {args.ref}'s; above 1 means {args.ref} is faster.")

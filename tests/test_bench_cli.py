@@ -406,3 +406,28 @@ def test_the_standard_rows_follow_one_naming_scheme():
             assert len(row.id) <= 23, row.id  # the table's first column
         if row.conns > 16:
             assert row.id.endswith(f'-c{row.conns}'), row.id
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('rid', ['unix-protocol-1k-c16', 'udp-1k-s10', 'tcp-sock-1k-c16',
+                                 'tcp-buffered-64k-c1', 'pipe-streams-32x1k-c16'])
+def test_readme_network_rows_run(rid, loop_name):
+    answer = suite.measure_net(suite.ROWS[rid], loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 0 and answer['problems'] == []
+
+
+def test_full_profile_covers_the_readme_network_table():
+    # Every row of README.md's networking table, under the same name.
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          'README.md')
+    if not os.path.exists(readme):
+        pytest.skip('no README.md (an installed package)')
+    with open(readme) as f:
+        text = f.read()
+    table = text.split('### Networking', 1)[1].split('###', 1)[0]
+    ids = [line.split('|')[1].strip() for line in table.splitlines()
+           if line.startswith('| ') and not line.startswith('| row')]
+    assert ids
+    full = {row.id for row in suite.select_rows(None, quick=False)}
+    assert set(ids) <= full, set(ids) - full

@@ -1,11 +1,12 @@
 """The load generator of ``python -m minloop bench``: plain sockets, one thread.
 
-    python minloop/bench/client.py (--port P [--host H] | --address -) [--mode echo|http]
+    python minloop/bench/client.py (--port P [--host H] | --path P | --address -)
+        [--mode echo|http|udp|idle]
         [--conns N] [--size BYTES] [--depth K] [--duration S] [--warmup S]
         [--cpu N] [--server-pid PID] [--watch-cpus N,M]
 
---address - reads the server's address (its "ready" JSON line: host, port,
-pid) from stdin, so that the generator can start while the server does.
+--address - reads the server's address (its "ready" JSON line: host and
+port, or path for a Unix socket; pid) from stdin, so that the generator can start while the server does.
 
 It is a standalone script (the standard library only, nothing from minloop:
 starting it costs a bare interpreter), run in a process of its own, pinned (--cpu) to a CPU other than the
@@ -19,6 +20,9 @@ the one measuring it, and as little Python per byte as the job allows:
   stream has no message boundaries: round trips are bytes back / SIZE.
 * http: each connection keeps up to K keep-alive GET requests in flight (sent
   in one send() each refill) and counts the fixed-length responses.
+* udp: N datagram sockets, one SIZE-byte datagram in flight on each; a
+  socket whose answer has not come within LOST_AFTER sends again (loopback
+  rarely drops one; the count is reported as "resent").
 * idle: open N connections, send nothing, say {"connected": N} on stdout and
   hold them until stdin closes (the idle-connection memory rows).
 
@@ -54,6 +58,7 @@ PERIOD = 251  # prime to every power-of-two message size
 CHECK_EVERY = 16
 RECV_SIZE = 256 * 1024
 DRAIN_TIMEOUT = 5.0
+LOST_AFTER = 0.2
 SETTLE_TIMEOUT = 30.0
 
 HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
@@ -253,10 +258,87 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
     }
 
 
-def connect_all(host: str, port: int, conns: int) -> list:
+def run_udp(host: str, port: int, count: int, size: int, duration: float, warmup: float,
+            server_pid: int | None = None, watch_cpus: list[int] | None = None) -> dict:
+    """Datagram echo: count sockets, one datagram of size bytes in flight on each."""
+    message = bytes(i % PERIOD for i in range(size))
+    socks = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.connect((host, port))
+        sock.setblocking(False)
+        socks.append(sock)
+    poller = Poller()
+    by_fd = {}
+    for sock in socks:
+        by_fd[sock.fileno()] = [sock, time.monotonic()]  # [sock, when last sent]
+        poller.add(sock.fileno())
+    buf = bytearray(max(size, 1) * 2)
+    answers = resent = 0
+
+    def pump(until: float) -> None:
+        nonlocal answers, resent
+        poll = poller.poll
+        monotonic = time.monotonic
+        next_check = monotonic() + LOST_AFTER
+        while (now := monotonic()) < until:
+            for fd, _ in poll(0.05):
+                state = by_fd[fd]
+                try:
+                    n = state[0].recv_into(buf)
+                except BlockingIOError:
+                    continue
+                answers += 1
+                if n != size or (answers % CHECK_EVERY == 0 and buf[:n] != message):
+                    raise Failed(f"wrong datagram echoed ({n} bytes)")
+                state[0].send(message)
+                state[1] = now
+            if now >= next_check:
+                for state in by_fd.values():
+                    if now - state[1] > LOST_AFTER:
+                        state[0].send(message)
+                        state[1] = now
+                        resent += 1
+                next_check = now + LOST_AFTER
+
+    for state in by_fd.values():
+        state[0].send(message)
+    pump(time.monotonic() + warmup)
+    before = answers
+    server_before = proc_cpu(server_pid) if server_pid else None
+    busy_before = cpus_busy(watch_cpus) if watch_cpus else None
+    cpu_before = time.process_time()
+    start = time.perf_counter()
+    pump(time.monotonic() + duration)
+    seconds = time.perf_counter() - start
+    cpu_after = time.process_time()
+    server_after = proc_cpu(server_pid) if server_pid else None
+    busy_after = cpus_busy(watch_cpus) if watch_cpus else None
+    for sock in socks:
+        sock.close()
+    return {
+        "round_trips": answers - before,
+        "seconds": seconds,
+        "client_cpu": cpu_after - cpu_before,
+        "server_cpu": (server_after - server_before)
+        if None not in (server_before, server_after) else None,
+        "cpus_busy": (busy_after - busy_before)
+        if None not in (busy_before, busy_after) else None,
+        "resent": resent,
+    }
+
+
+def connect_all(host: str, port, conns: int) -> list:
+    """conns connected stream sockets: TCP to (host, port), or Unix to the
+    path given as port (host None)."""
     socks = []
     try:
         for _ in range(conns):
+            if host is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.connect(port)
+                continue
             sock = socket.create_connection((host, port), timeout=10.0)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             socks.append(sock)
@@ -296,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int)
     parser.add_argument("--address", choices=("-",),
                         help="read the server's ready line (host, port, pid) from stdin")
-    parser.add_argument("--mode", choices=("echo", "http", "idle"), default="echo")
+    parser.add_argument("--path", help="a Unix socket to connect to instead of TCP")
+    parser.add_argument("--mode", choices=("echo", "http", "udp", "idle"), default="echo")
     parser.add_argument("--conns", type=int, default=1)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--depth", type=int, default=1)
@@ -306,23 +389,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-pid", type=int)
     parser.add_argument("--watch-cpus", help="comma-separated CPUs whose busy time to report")
     args = parser.parse_args(argv)
-    if (args.port is None) == (args.address is None):
-        parser.error("one of --port and --address is required")
+    if sum(x is not None for x in (args.port, args.path, args.address)) != 1:
+        parser.error("one of --port, --path and --address is required")
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     raise_nofile_limit()
     try:
         if args.address:
             hello = json.loads(sys.stdin.readline() or "{}")
-            if "port" not in hello:
+            if "port" not in hello and "path" not in hello:
                 print(json.dumps({"error": "no server address on stdin"}), flush=True)
                 return 1
-            args.host, args.port = hello["host"], hello["port"]
+            if "path" in hello:
+                args.path = hello["path"]
+            else:
+                args.host, args.port = hello["host"], hello["port"]
             args.server_pid = args.server_pid or hello.get("pid")
+        # A Unix socket: host None, the path in place of the port.
+        host, port = (None, args.path) if args.path else (args.host, args.port)
+        watch = [int(c) for c in args.watch_cpus.split(",")] if args.watch_cpus else None
         if args.mode == "idle":
-            hold_idle(args.host, args.port, args.conns)
+            hold_idle(host, port, args.conns)
             return 0
-        result = run(args.host, args.port, args.mode, args.conns, args.size, args.depth,
+        if args.mode == "udp":
+            if args.path:
+                parser.error("--mode udp needs --port")
+            result = run_udp(host, port, args.conns, args.size, args.duration, args.warmup,
+                             args.server_pid, watch)
+            print(json.dumps(result), flush=True)
+            return 0
+        result = run(host, port, args.mode, args.conns, args.size, args.depth,
                      args.duration, args.warmup, args.server_pid,
                      [int(c) for c in args.watch_cpus.split(",")] if args.watch_cpus else None)
     except (Failed, OSError) as exc:

@@ -36,6 +36,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 
@@ -115,44 +116,71 @@ def _rows() -> list[Row]:
     # one that saturates (the report flags it).  Pipelined, it pays one send
     # per batch while the server answers each message: a third of the
     # server's CPU per round trip (smoke-measured), so --quick runs those.
-    net = [
-        ("tcp-protocol-1k-c1", "protocol", "echo", 1, 1, False,
-         "asyncio.Protocol echo, 1 connection, one 1 KiB message in flight"),
-        ("tcp-protocol-1k-c16", "protocol", "echo", 16, 1, False,
-         "asyncio.Protocol echo, 16 connections, one 1 KiB message in flight on each"),
-        ("tcp-streams-1k-c1", "streams", "echo", 1, 1, False,
-         "start_server streams echo (read, write + drain), 1 connection"),
-        ("tcp-streams-1k-c16", "streams", "echo", 16, 1, False,
-         "start_server streams echo (read, write + drain), 16 connections"),
-        ("pipe-protocol-16x1k-c16", "protocol-msg", "echo", 16, 16, True,
+    # The rows of README.md's networking table (benchmarks/net_compare.py
+    # measures the same ones against its C load generator), under the same
+    # names: <transport>-<server kind>-<message size>-c<connections>, one
+    # message in flight on each connection unless the name says how many.
+    net = []
+    for kind, doc in (("protocol", "asyncio.Protocol echo"),
+                      ("buffered", "asyncio.BufferedProtocol echo"),
+                      ("streams", "start_server streams echo (read, write + drain)"),
+                      ("sock", "sock_accept + sock_recv/sock_sendall echo")):
+        for size in (KiB, 64 * KiB, 256 * KiB):
+            for conns in (1, 16):
+                net.append((f"tcp-{kind}-{size // KiB}k-c{conns}", kind, "echo", conns, size,
+                            1, False, f"{doc}, {conns} connection(s), one "
+                            f"{size // KiB} KiB message in flight on each"))
+    for kind in ("protocol", "streams"):
+        for conns in (1, 16):
+            net.append((f"pipe-{kind}-32x1k-c{conns}", kind, "echo", conns, KiB, 32, False,
+                        f"{kind} echo, {conns} connection(s), 32 messages of 1 KiB in "
+                        f"flight on each"))
+    # With one message in flight the load generator pays a send and a recv
+    # per round trip, as the server does, so at 16 connections it can be the
+    # one that saturates (the report flags it).  Pipelined, it pays one send
+    # per batch while these servers answer each message with a write of its
+    # own: a third of the server's CPU per round trip (smoke-measured), so
+    # --quick runs those.
+    net += [
+        ("msgs-protocol-16x1k-c16", "protocol-msg", "echo", 16, KiB, 16, True,
          "Protocol answering each 1 KiB message with its own write; 16 pipelined per "
          "connection, 16 connections"),
-        ("pipe-streams-16x1k-c16", "streams-msg", "echo", 16, 16, True,
+        ("msgs-streams-16x1k-c16", "streams-msg", "echo", 16, KiB, 16, True,
          "streams: readexactly(1 KiB) -> write + drain per message; 16 pipelined per "
          "connection, 16 connections"),
-        ("http-c16", "http", "http", 16, 1, False,
-         "keep-alive HTTP/1.1 on httptools, 16 connections, one request in flight on each"),
-        ("http-pipe8-c16", "http", "http", 16, 8, True,
-         "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests on each"),
     ]
+    for conns in (1, 16):
+        net.append((f"unix-protocol-1k-c{conns}", "unix", "echo", conns, KiB, 1, False,
+                    f"asyncio.Protocol echo over a Unix socket, {conns} connection(s)"))
+    for socks in (1, 10):
+        net.append((f"udp-1k-s{socks}", "udp", "udp", socks, KiB, 1, False,
+                    f"datagram echo, {socks} client socket(s), one 1 KiB datagram in "
+                    f"flight on each"))
+    for conns in (16, 64):
+        net.append((f"http-c{conns}", "http", "http", conns, 0, 1, False,
+                     f"keep-alive HTTP/1.1 on httptools, {conns} connections, one request "
+                     f"in flight on each"))
+    net.append(("http-pipe8-c16", "http", "http", 16, 0, 8, True,
+                "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests "
+                "on each"))
     # Thousands of connections, one message in flight on each: what the loop
     # pays per ready connection when many are ready at once.  A timed window
     # of a second at least, so that every connection makes many round trips.
     for conns in (1_000, 10_000):
         net += [
-            (f"tcp-protocol-1k-c{conns}", "protocol", "echo", conns, 1, False,
+            (f"tcp-protocol-1k-c{conns}", "protocol", "echo", conns, KiB, 1, False,
              f"asyncio.Protocol echo, {conns:,} connections, one 1 KiB message in flight "
              f"on each"),
-            (f"tcp-streams-1k-c{conns}", "streams", "echo", conns, 1, False,
+            (f"tcp-streams-1k-c{conns}", "streams", "echo", conns, KiB, 1, False,
              f"start_server streams echo, {conns:,} connections, one 1 KiB message in "
              f"flight on each"),
         ]
-    net.append(("http-c1000", "http", "http", 1_000, 1, False,
+    net.append(("http-c1000", "http", "http", 1_000, 0, 1, False,
                 "keep-alive HTTP/1.1 on httptools, 1,000 connections, one request in "
                 "flight on each"))
-    for rid, kind, mode, conns, depth, quick, doc in net:
+    for rid, kind, mode, conns, size, depth, quick, doc in net:
         rows.append(Row(rid, "net", doc, quick, kind=kind, mode=mode, conns=conns,
-                        depth=depth, needs="httptools" if mode == "http" else "",
+                        size=size or KiB, depth=depth, needs="httptools" if mode == "http" else "",
                         min_duration=1.0 if conns >= 1_000 else 0.0))
     return rows
 
@@ -230,10 +258,16 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
          *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        where = []
+        if row.kind == "unix":
+            path = os.path.join(tempfile.gettempdir(), f"minloop-bench-{os.getpid()}.sock")
+            if os.path.exists(path):
+                os.unlink(path)  # a previous run's, killed before it cleaned up
+            where = ["--path", path]
         try:
             server = procs.ServerProcess(procs.module_command(
                 "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
-                "--size", str(row.size), *pin.args(pin.server)))
+                "--size", str(row.size), *where, *pin.args(pin.server)))
         except procs.ServerProcess.Unsupported as exc:
             return {"na": str(exc)}
         except procs.ServerProcess.Failed as exc:
