@@ -2,13 +2,16 @@
 
     python benchmarks/compare.py [--quick] [--rounds R] [--json FILE]
                                  [--loops asyncio,minloop,uvloop,rloop]
-                                 [--workloads NAME,...] [--require LOOP,...]
+                                 [--workloads NAME|core|scale,...] [--require LOOP,...]
 
 Every (workload, loop, round) is measured in a fresh interpreter
 (minloop.bench.child), timing only the workload itself.  The workloads and the
 child are the package's (minloop/bench/), the same ones ``python -m minloop
 bench`` runs; this script is the research tool around them (any workload set,
-any reference loop, milliseconds per run).  Within a round the loops run one after the
+any reference loop, milliseconds per run).  --workloads core is README.md's
+"Loop core" table; scale adds 100k tasks, 200k held timers and 100 parallel
+call_soon chains, with the collections of the cyclic GC per generation
+printed under the table.  Within a round the loops run one after the
 other, so slow drift of the machine (thermal, other tenants) is shared by all
 loops instead of falling on whichever ran last.  The table shows medians.
 
@@ -157,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s)")
-    parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS),
-                        help="comma-separated workloads (default: all)")
+    parser.add_argument("--workloads", default="core,scale",
+                        help="comma-separated workloads or groups: core (README.md's "
+                             "table), scale (default: %(default)s)")
     parser.add_argument("--ref", default="minloop", help="loop the ratios compare against")
     parser.add_argument("--require", default="",
                         help="comma-separated loops that must be available (exit 2 if not)")
@@ -167,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     loop_names = _names(parser, args.loops, loops.NAMES, "loop")
-    workload_names = _names(parser, args.workloads, workloads.WORKLOADS, "workload")
+    expanded = ",".join(",".join(workloads.GROUPS.get(w.strip(), (w.strip(),)))
+                        for w in args.workloads.split(","))
+    workload_names = _names(parser, expanded, workloads.WORKLOADS, "workload")
     required = _names(parser, args.require, loops.NAMES, "loop")
     rounds = args.rounds or (3 if args.quick else 5)
     if rounds < 1:

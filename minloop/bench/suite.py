@@ -84,9 +84,7 @@ class Row:
 def _rows() -> list[Row]:
     rows = []
     quick_core = {"call_soon_chain", "call_later_cancel", "sleep0_pingpong"}
-    core = ("call_soon_chain", "call_soon_wide", "call_later_cancel", "call_at_churn",
-            "sleep0_pingpong", "gather_tasks", "call_soon_threadsafe")
-    for w in map(workloads.WORKLOADS.get, core):
+    for w in map(workloads.WORKLOADS.get, workloads.CORE):
         rows.append(Row(w.name, "core", w.doc, w.name in quick_core, workload=w.name))
     scale = [
         ("tasks-100k-sleep2", "tasks_sleep_twice", 100_000, "tasks", False,
@@ -190,7 +188,7 @@ GROUPS = ("core", "scale", "memory", "net")
 
 
 def select_rows(spec: str | None, quick: bool) -> list[Row]:
-    """Rows named by comma-separated ids, groups (core, net) or glob patterns
+    """Rows named by comma-separated ids, groups (GROUPS) or glob patterns
     (a bare word also matches as a prefix: call_soon -> call_soon_*), in
     table order; without a spec, the standard (or --quick) set."""
     if not spec:
@@ -475,8 +473,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated loops, in run order (default: %(default)s; "
                              "those not installed are skipped)")
     parser.add_argument("--only", metavar="ROWS",
-                        help="comma-separated row ids, groups (core, net) or patterns "
-                             "instead of the standard set (--list shows them)")
+                        help="comma-separated row ids, groups (core, scale, memory, net) or "
+                             "patterns instead of every row (--list shows them; without "
+                             "--only or --quick the run takes roughly 25 minutes)")
     parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
@@ -574,6 +573,8 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                           interrupted=interrupted)
         print(f"\nwrote {args.json}")
     if args.plot:
-        report.plot(args.plot, results, available, dict(machine, rounds=rounds))
+        versions = {n: probes[n]["version"] for n in available}
+        report.plot(args.plot, results, available,
+                    dict(machine, rounds=rounds, versions=versions))
         print(f"wrote {args.plot}")
     return status

@@ -543,6 +543,14 @@ WORKLOADS = {
 }
 
 
+# The loop-core set (README.md's "Loop core" table) and the scale set
+# (issue 10's workloads, run whole by ``python -m minloop bench``).
+CORE = ("call_soon_chain", "call_soon_wide", "call_later_cancel", "call_at_churn",
+        "sleep0_pingpong", "gather_tasks", "call_soon_threadsafe")
+SCALE = ("tasks_sleep_twice", "timers_held_cancel_half", "timers_fire_due", "call_soon_chains")
+GROUPS = {"core": CORE, "scale": SCALE}
+
+
 def measure(workload: Workload, loop_factory, n: int) -> dict:
     """Run one workload of size n on a new loop, the collector on.
 
