@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -53,6 +54,10 @@ def communicate_json(proc: subprocess.Popen, stdin: str | None, timeout: float) 
         proc.kill()
         proc.communicate()
         raise
+    if proc.returncode == -signal.SIGINT:
+        # Ctrl-C reached the child's process group first: the run was
+        # interrupted, not failed.
+        raise KeyboardInterrupt
     lines = stdout.strip().splitlines()
     if lines:
         try:
