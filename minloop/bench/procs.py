@@ -8,6 +8,7 @@ rather than whatever its own sys.path would find first.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -123,6 +124,8 @@ def machine_info() -> dict:
         "cpu": cpu_model,
         "cpu_count": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        # The children's collector runs at the interpreter's defaults.
+        "gc_threshold": gc.get_threshold(),
     }
     if hasattr(os, "sched_getaffinity"):
         info["cpus_usable"] = len(os.sched_getaffinity(0))

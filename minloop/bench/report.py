@@ -229,6 +229,10 @@ def table(results: dict, loop_names: list[str]) -> str:
     return "\n".join(out)
 
 
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
+
+
 def _gc_text(counts) -> str:
     return "/".join(f"{c:g}" for c in counts) if counts is not None else "-"
 
@@ -245,6 +249,18 @@ def details(results: dict, loop_names: list[str]) -> str:
         rows = [["row"] + loop_names]
         for rid, e in scale.items():
             rows.append([rid] + [_gc_text(_median(e["cells"][n], "gc")) for n in loop_names])
+        out += _columns(rows, 1, [0] + [2] * len(loop_names))
+    timed = {rid: e for rid, e in results.items() if e["row"]["group"] == "scale"}
+    if timed:
+        out.append("")
+        out.append("scale rows: milliseconds of the timed part (medians):")
+        rows = [["row"] + loop_names]
+        for rid, e in timed.items():
+            cells = []
+            for n in loop_names:
+                sec = _median(e["cells"][n], "seconds")
+                cells.append("-" if sec is None else _ms(sec * 1e3))
+            rows.append([rid] + cells)
         out += _columns(rows, 1, [0] + [2] * len(loop_names))
     phased = {rid: e for rid, e in results.items()
               if any(_median(c, "phases_ms") for c in e["cells"].values())}

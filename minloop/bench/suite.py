@@ -384,7 +384,7 @@ def summarise(cell: dict) -> None:
     """Medians of the samples' figures, and the rounds' spread of the rate."""
     samples = cell["samples"]
     cell["median"] = {}
-    for key in ("rate", "client_util", "server_util", "server_us", "other_load"):
+    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None
     # Collections per generation, and per-phase times: medians of each part.
