@@ -23,14 +23,15 @@ the one measuring it, and as little Python per byte as the job allows:
 * udp: N datagram sockets, one SIZE-byte datagram in flight on each; a
   socket whose answer has not come within LOST_AFTER sends again (loopback
   rarely drops one; the count is reported as "resent").
-* idle: open N connections, send nothing, say {"connected": N} on stdout and
+* idle: open N connections in batches, send nothing, say {"connected": total}
+  on stdout after each batch and wait for a line on stdin before the next;
   hold them until stdin closes (the idle-connection memory rows).
 
 The soft limit on open files is raised to the hard one first (the rows with
 10,000 connections need it on both sides).
 
-Timeline: connect all, wait until each connection had a round trip, WARMUP
-seconds uncounted, DURATION seconds counted;
+Timeline: connect in batches, each connection making its first round trip
+before the next batch connects, WARMUP seconds uncounted, DURATION seconds counted;
 then stop sending, wait (up to 5 s) for every outstanding byte and check that
 each connection got back exactly what it sent.  Byte o of every echo stream
 is PATTERN[o % 251], so a server that drops, repeats or reorders bytes
@@ -60,6 +61,7 @@ RECV_SIZE = 256 * 1024
 DRAIN_TIMEOUT = 5.0
 LOST_AFTER = 0.2
 SETTLE_TIMEOUT = 30.0
+CONNECT_BATCH = 1000  # well under the servers' accept backlog (servers.BACKLOG)
 
 HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
 # The answer of servers.py's HTTP server to every request, byte for byte.
@@ -149,16 +151,9 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
     # fewer, larger sends keep the generator's cost per round trip down.
     low_water = window - max(unit, (depth // 2) * unit)
 
-    socks = connect_all(host, port, conns)
-    for sock in socks:
-        sock.setblocking(False)
+    socks = []
     poller = Poller()
-    by_fd = {}
-    # Per connection: [sock, requested (bytes of answers asked for), received]
-    for sock in socks:
-        state = [sock, 0, 0]
-        by_fd[sock.fileno()] = state
-        poller.add(sock.fileno())
+    by_fd = {}  # per connection: [sock, requested (bytes of answers asked for), received]
 
     buf = bytearray(RECV_SIZE)
     view = memoryview(buf)
@@ -190,7 +185,7 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
         while monotonic() < until:
             if not sending and not outstanding:
                 return
-            if everyone and answered == conns:
+            if everyone and answered == len(socks):
                 return
             for fd, _ in poll(0.05):
                 state = by_fd[fd]
@@ -215,17 +210,25 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
                 elif state[1] == state[2]:
                     outstanding -= 1
 
-    for state in by_fd.values():
-        top_up(state)
-    # With thousands of connections the server may still be accepting: the
-    # warm-up lasts until every connection made a round trip (up to
-    # SETTLE_TIMEOUT), and WARMUP seconds more.
+    # Connect in batches, each connection sending at once, and wait for every
+    # answer before the next batch: the server has then accepted them all, so
+    # its accept queue (BACKLOG) never overflows -- a connection the kernel
+    # dropped from a full queue looks connected here and would stall.
     everyone = True
-    pump(time.monotonic() + SETTLE_TIMEOUT)
+    for first in range(0, conns, CONNECT_BATCH):
+        batch = connect_all(host, port, min(CONNECT_BATCH, conns - first))
+        for sock in batch:
+            sock.setblocking(False)
+            state = [sock, 0, 0]
+            by_fd[sock.fileno()] = state
+            poller.add(sock.fileno())
+            socks.append(sock)
+            top_up(state)
+        pump(time.monotonic() + SETTLE_TIMEOUT)
+        if answered < len(socks):
+            raise Failed(f"{len(socks) - answered} of {len(socks)} connections got no "
+                         f"answer in {SETTLE_TIMEOUT:g} s")
     everyone = False
-    if answered < conns:
-        raise Failed(f"{conns - answered} of {conns} connections got no answer in "
-                     f"{SETTLE_TIMEOUT:g} s")
     pump(time.monotonic() + warmup)
     received_before = sum(s[2] for s in by_fd.values())
     server_before = proc_cpu(server_pid) if server_pid else None
@@ -350,9 +353,16 @@ def connect_all(host: str, port, conns: int) -> list:
 
 
 def hold_idle(host: str, port: int, conns: int) -> dict:
-    """Open conns connections, announce them, keep them until stdin closes."""
-    socks = connect_all(host, port, conns)
-    print(json.dumps({"connected": len(socks)}), flush=True)
+    """Open conns connections in batches of CONNECT_BATCH, saying
+    {"connected": total} after each and waiting for a line on stdin (the
+    driver saw the server accept them) before the next; then keep them until
+    stdin closes."""
+    socks = []
+    while len(socks) < conns:
+        socks += connect_all(host, port, min(CONNECT_BATCH, conns - len(socks)))
+        print(json.dumps({"connected": len(socks)}), flush=True)
+        if len(socks) < conns and not sys.stdin.readline():
+            break
     sys.stdin.read()
     for sock in socks:
         sock.close()
