@@ -140,7 +140,11 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
         "loops: " + ", ".join(f"{n} {probes[n]['version']}" for n in names
                               if probes[n]["available"]),
     ]
-    if any(row.group == "net" for row in rows):
+    if any(row.group == "scale" for row in rows):
+        pin = settings.pin
+        lines.append("scale rows: " + (f"each run pinned to CPU {pin.server}"
+                                       if pin.server is not None else pin.describe))
+    if any(row.group in ("net", "memory") for row in rows):
         lines.append(f"network rows: {settings.duration:g} s timed after {settings.warmup:g} s "
                      f"warm-up; {settings.pin.describe}")
     for n in names:
