@@ -176,6 +176,7 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
 
     outstanding = 0  # connections still owed bytes, counted while draining
     answered = 0  # connections that got their first round trip back
+    refill = False  # set-up: each connection makes one round trip, no more
     everyone = False  # pump() returns early once every connection answered
 
     def pump(until: float) -> None:
@@ -205,7 +206,7 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
                     answered += 1
                 state[2] += n
                 if sending:
-                    if state[1] - state[2] <= low_water:
+                    if refill and state[1] - state[2] <= low_water:
                         top_up(state)
                 elif state[1] == state[2]:
                     outstanding -= 1
@@ -228,7 +229,13 @@ def run(host: str, port: int, mode: str, conns: int, size: int, depth: int,
         if answered < len(socks):
             raise Failed(f"{len(socks) - answered} of {len(socks)} connections got no "
                          f"answer in {SETTLE_TIMEOUT:g} s")
+    # Every connection is up and answered once (none sent more meanwhile, so
+    # the set-up is the same for every server): now the traffic starts.
     everyone = False
+    refill = True
+    for state in by_fd.values():
+        if state[1] - state[2] <= low_water:
+            top_up(state)
     pump(time.monotonic() + warmup)
     received_before = sum(s[2] for s in by_fd.values())
     server_before = proc_cpu(server_pid) if server_pid else None
