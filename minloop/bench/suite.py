@@ -479,8 +479,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the environment, every round's figures, medians "
                              "and ratios as JSON")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help='also draw the ratios as a bar chart (needs matplotlib: '
-                             'pip install "minloop[plot]")')
+                        help='also draw minloop\'s ratios, a panel per group, as .png, .svg, '
+                             '.pdf, ... (needs matplotlib: pip install "minloop[plot]")')
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s; "
                              "those not installed are skipped)")
@@ -491,9 +491,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
-                        help="timed seconds per network run (default 0.3, or 0.15 with --quick)")
+                        help="timed seconds per network run (default 0.3, or 0.15 with "
+                             "--quick; at least 1 with 1,000 connections and more)")
     parser.add_argument("--no-pin", action="store_true",
-                        help="do not pin the server and the load generator to CPUs")
+                        help="do not pin the server, the load generator and the scale "
+                             "runs to CPUs")
     parser.add_argument("--list", action="store_true", help="list the rows and exit")
 
 
@@ -586,7 +588,12 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"\nwrote {args.json}")
     if args.plot:
         versions = {n: probes[n]["version"] for n in available}
-        report.plot(args.plot, results, available,
-                    dict(machine, rounds=rounds, versions=versions))
+        try:
+            report.plot(args.plot, results, available,
+                        dict(machine, rounds=rounds, versions=versions))
+        except Exception as exc:  # checked before measuring; this is rarer (disk full)
+            print(f"minloop bench: --plot {args.plot}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return 1
         print(f"wrote {args.plot}")
     return status
