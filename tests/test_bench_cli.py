@@ -255,7 +255,7 @@ def test_bench_scale_row_reports_collections():
     proc = run_cli('bench', *BENCH_FAST, '--only', 'timers-1k-fire')
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert 'GC collections during the timed run' in out
+    assert 'GC collections during each run' in out
     gc_line = table_line(out.split('GC collections')[1], 'timers-1k-fire')
     assert all(len(cell.split('/')) == 3 for cell in gc_line.split()[1:])
 

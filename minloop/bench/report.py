@@ -249,7 +249,7 @@ def details(results: dict, loop_names: list[str]) -> str:
     scale = {rid: e for rid, e in results.items()
              if any(_median(c, "gc") is not None for c in e["cells"].values())}
     if scale:
-        out.append("GC collections during the timed run, generations 0/1/2 (medians):")
+        out.append("GC collections during each run (set-up excluded), gen 0/1/2, medians:")
         rows = [["row"] + loop_names]
         for rid, e in scale.items():
             rows.append([rid] + [_gc_text(_median(e["cells"][n], "gc")) for n in loop_names])
