@@ -2,13 +2,16 @@
 
     python benchmarks/compare.py [--quick] [--rounds R] [--json FILE]
                                  [--loops asyncio,minloop,uvloop,rloop]
-                                 [--workloads NAME,...] [--require LOOP,...]
+                                 [--workloads NAME|core|scale,...] [--require LOOP,...]
 
 Every (workload, loop, round) is measured in a fresh interpreter
 (minloop.bench.child), timing only the workload itself.  The workloads and the
 child are the package's (minloop/bench/), the same ones ``python -m minloop
 bench`` runs; this script is the research tool around them (any workload set,
-any reference loop, milliseconds per run).  Within a round the loops run one after the
+any reference loop, milliseconds per run).  --workloads core is README.md's
+"Loop core" table; scale adds 100k tasks, 200k held timers and 100 parallel
+call_soon chains, with the collections of the cyclic GC per generation
+printed under the table.  Within a round the loops run one after the
 other, so slow drift of the machine (thermal, other tenants) is shared by all
 loops instead of falling on whichever ran last.  The table shows medians.
 
@@ -110,6 +113,31 @@ def render_table(results: dict, loop_names: list[str], ref: str) -> str:
     return "\n".join(out)
 
 
+def render_gc_table(results: dict, loop_names: list[str]) -> str:
+    """Collections of the cyclic GC during each timed run, generations 0/1/2
+    (medians), for the workloads where any loop caused some."""
+    rows = []
+    for wname, entry in results.items():
+        row, any_ = [wname], False
+        for name in loop_names:
+            counts = [g for g in entry["loops"][name]["gc"] if g]
+            if not counts:
+                row.append("-")
+                continue
+            medians = [statistics.median(c) for c in zip(*counts)]
+            any_ = any_ or any(medians)
+            row.append("/".join(f"{m:g}" for m in medians))
+        if any_:
+            rows.append(row)
+    if not rows:
+        return ""
+    rows.insert(0, ["GC collections (gen 0/1/2)"] + loop_names)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                           zip(r[1:], widths[1:])]).rstrip()
+                     for r in rows)
+
+
 # ---------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------
@@ -132,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s)")
-    parser.add_argument("--workloads", default=",".join(workloads.WORKLOADS),
-                        help="comma-separated workloads (default: all)")
+    parser.add_argument("--workloads", default="core,scale",
+                        help="comma-separated workloads or groups: core (README.md's "
+                             "table), scale (default: %(default)s)")
     parser.add_argument("--ref", default="minloop", help="loop the ratios compare against")
     parser.add_argument("--require", default="",
                         help="comma-separated loops that must be available (exit 2 if not)")
@@ -142,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     loop_names = _names(parser, args.loops, loops.NAMES, "loop")
-    workload_names = _names(parser, args.workloads, workloads.WORKLOADS, "workload")
+    expanded = ",".join(",".join(workloads.GROUPS.get(w.strip(), (w.strip(),)))
+                        for w in args.workloads.split(","))
+    workload_names = _names(parser, expanded, workloads.WORKLOADS, "workload")
     required = _names(parser, args.require, loops.NAMES, "loop")
     rounds = args.rounds or (3 if args.quick else 5)
     if rounds < 1:
@@ -179,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     for wname in workload_names:
         workload = workloads.WORKLOADS[wname]
         n = max(workload.n // QUICK_DIVISOR, workload.smoke_n) if args.quick else workload.n
-        cells = {name: {"samples": [], "problems": [], "errors": []} for name in available}
+        cells = {name: {"samples": [], "problems": [], "errors": [], "gc": []}
+                 for name in available}
         for round_ in range(1, rounds + 1):
             for name in available:
                 progress.show(wname, round_, rounds, name)
@@ -189,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     cells[name]["errors"].append(f"round {round_}: {answer['error']}")
                     continue
                 cells[name]["samples"].append(answer["seconds"])
+                cells[name]["gc"].append(answer.get("gc"))
                 if answer["problem"]:
                     cells[name]["problems"].append(f"round {round_}: {answer['problem']}")
         for cell in cells.values():
@@ -200,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     progress.finish()
 
     print(render_table(results, available, args.ref))
+    gc_table = render_gc_table(results, available)
+    if gc_table:
+        print()
+        print(gc_table)
     print()
     if args.ref in available:
         print(f"vs X: X's time over {args.ref}'s; above 1 means {args.ref} is faster.")

@@ -48,6 +48,7 @@ sys.path.insert(0, HERE)
 import compare  # noqa: E402  (_names; its sys.path line makes minloop importable)
 
 from minloop.bench import loops, procs, report  # noqa: E402
+from minloop.bench import suite as bench_suite  # noqa: E402
 from minloop.bench.client import cpus_busy, proc_cpu  # noqa: E402
 
 C_SOURCES = {"client": "echo_client.c", "server": "c_echo_server.c"}
@@ -79,38 +80,35 @@ class Row:
     doc: str = ""
 
 
-def _size_name(size: int) -> str:
-    return f"{size // KiB}k"
+C_MAX_CONNS = 1024  # net/echo_client.c's MAX_CONNS
+# The C programs' --kind (server) and --mode (client) by the row's transport,
+# the first word of its name.
+C_KINDS = {"tcp": "tcp", "pipe": "tcp", "unix": "unix", "udp": "udp", "http": "http"}
 
 
 def _rows() -> dict[str, Row]:
+    """The network rows of ``python -m minloop bench`` (minloop/bench/suite.py,
+    the one table of rows and their names) that this script's load
+    generators can drive: not the msgs-* rows (per-message servers, measured
+    against the Python load generator only), not pipelined HTTP (wrk does not
+    pipeline), at most C_MAX_CONNS connections.  Rows of 1,000 connections
+    and more form the group "many", outside the default set."""
     rows = []
-    for kind, doc in (("protocol", "asyncio.Protocol echo"),
-                      ("buffered", "asyncio.BufferedProtocol echo"),
-                      ("streams", "start_server streams echo (read, write + drain)"),
-                      ("sock", "sock_accept + sock_recv/sock_sendall echo")):
-        for size in (KiB, 64 * KiB, 256 * KiB):
-            for conns in (1, 16):
-                rows.append(Row(f"tcp-{kind}-{_size_name(size)}-c{conns}", "tcp", kind, "tcp",
-                                "tcp", conns, size, 1, f"{doc}, one message in flight"))
-    for kind in ("protocol", "streams"):
-        for conns in (1, 16):
-            rows.append(Row(f"pipe-{kind}-32x1k-c{conns}", "pipe", kind, "tcp", "tcp",
-                            conns, KiB, 32, f"{kind} echo, 32 messages in flight per connection"))
-    for conns in (1, 16):
-        rows.append(Row(f"unix-protocol-1k-c{conns}", "unix", "unix", "unix", "unix", conns,
-                        KiB, 1, "asyncio.Protocol echo over a Unix socket"))
-    for socks in (1, 10):
-        rows.append(Row(f"udp-1k-s{socks}", "udp", "udp", "udp", "udp", socks, KiB, 1,
-                        "datagram echo; the client uses this many sockets"))
-    for conns in (16, 64):
-        rows.append(Row(f"http-c{conns}", "http", "http", "http", "http", conns, 0, 1,
-                        "httptools keep-alive server under wrk -t1"))
+    for r in bench_suite.ROWS.values():
+        transport = r.id.split("-", 1)[0]
+        if r.group != "net" or transport not in C_KINDS or r.conns > C_MAX_CONNS:
+            continue
+        if transport == "http" and r.depth > 1:
+            continue
+        group = "many" if r.conns >= 1000 else transport
+        rows.append(Row(r.id, group, r.kind, C_KINDS[transport], C_KINDS[transport], r.conns,
+                        0 if transport == "http" else r.size, r.depth, r.doc))
     return {row.id: row for row in rows}
 
 
 ROWS = _rows()
-GROUPS = ("tcp", "pipe", "unix", "udp", "http")
+GROUPS = ("tcp", "pipe", "unix", "udp", "http", "many")
+DEFAULT_GROUPS = GROUPS[:-1]  # the rows of README.md's networking table
 TCP_GROUPS = ("tcp", "pipe")  # the rows the geometric means cover
 
 
@@ -538,9 +536,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="untimed seconds before each run (default 0.2, or 0.1 with --quick)")
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s)")
-    parser.add_argument("--rows", default=",".join(GROUPS),
-                        help="comma-separated row ids, groups (tcp, pipe, unix, udp, http) "
-                             "or glob patterns (default: all)")
+    parser.add_argument("--rows", default=",".join(DEFAULT_GROUPS),
+                        help="comma-separated row ids, groups (tcp, pipe, unix, udp, http, "
+                             "many) or glob patterns (default: all but many, the rows of "
+                             "1,000 connections)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not measure the C server")
     parser.add_argument("--baseline-rounds", type=int,

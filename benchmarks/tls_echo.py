@@ -63,7 +63,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import compare  # noqa: E402  (machine_info, Progress, _si, _names)
-from minloop.bench import loops  # noqa: E402
+from minloop.bench import loops, procs  # noqa: E402
+from minloop.bench.client import cpus_busy, proc_cpu  # noqa: E402
 
 CERTS = os.path.join(os.path.dirname(HERE), "tests", "tls_certs")
 CA_PEM = os.path.join(CERTS, "ca.pem")
@@ -154,23 +155,10 @@ def serve(loop_name: str, cpu: int | None) -> int:
 # ---------------------------------------------------------------------------
 
 
-def _cpus_busy(cpus: list[int]) -> float:
-    """Seconds the given CPUs spent busy (user, nice, system) since boot."""
-    names = {f"cpu{c}" for c in cpus}
-    busy = 0
-    with open("/proc/stat") as f:
-        for line in f:
-            fields = line.split()
-            if fields and fields[0] in names:
-                busy += sum(int(x) for x in fields[1:4])
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# The CPU accounting of the package's load generator: the server's CPU time
+# (from /proc/PID/schedstat, to the nanosecond) and the busy time of CPUs.
+_cpus_busy = cpus_busy
+_proc_cpu = proc_cpu
 
 
 class _Conn:
@@ -310,12 +298,9 @@ def load(port: int, conns: int, size: int, duration: float, warmup: float,
 
 
 def _cpus(pin: bool) -> tuple[int | None, int | None, str]:
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not pin:
-        return None, None, "not pinned (--no-pin)"
-    if len(cpus) < 2:
-        return None, None, "not pinned (fewer than two usable CPUs)"
-    return cpus[0], cpus[1], f"server on CPU {cpus[0]}, load generator on CPU {cpus[1]}"
+    """The server's CPU, the load generator's and a description (procs.Pinning)."""
+    pinning = procs.Pinning(pin)
+    return pinning.server, pinning.client, pinning.describe
 
 
 def measure(loop_name: str, size: int, conns: int, duration: float, warmup: float,

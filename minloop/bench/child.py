@@ -1,6 +1,7 @@
 """Child process of the micro benchmarks: one measurement, one JSON line.
 
-    python -m minloop.bench.child WORKLOAD LOOP N   -> {"seconds": ..., "problem": ...}
+    python -m minloop.bench.child WORKLOAD LOOP N [CPU]
+        -> {"seconds": ..., "gc": [gen0, gen1, gen2], "problem": ..., <figures>}
     python -m minloop.bench.child --probe LOOP      -> {"available": ..., "version": ...}
 
 Each measurement gets a fresh interpreter so that no loop inherits another's
@@ -12,6 +13,7 @@ anything a workload prints comes before it.  Started through
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from . import loops, workloads
@@ -38,16 +40,19 @@ def measure(workload_name: str, loop_name: str, n: int) -> dict:
     except workloads.Misbehaved:
         pass  # the measured run below reports it
     try:
-        seconds = workloads.run(workload, factory, n)
+        result = workloads.measure(workload, factory, n)
     except workloads.Misbehaved as exc:
-        return {"seconds": exc.seconds, "problem": str(exc)}
-    return {"seconds": seconds, "problem": None}
+        return dict(exc.figures, problem=str(exc))
+    return dict(result, problem=None)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--probe":
         result = probe(argv[1])
-    elif len(argv) == 3:
+    elif len(argv) in (3, 4):
+        if len(argv) == 4 and hasattr(os, "sched_setaffinity"):
+            # One CPU for the whole run: no migrations in the timed part.
+            os.sched_setaffinity(0, {int(argv[3])})
         result = measure(argv[0], argv[1], int(argv[2]))
     else:
         print(__doc__, file=sys.stderr)

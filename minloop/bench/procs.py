@@ -8,9 +8,11 @@ rather than whatever its own sys.path would find first.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -49,6 +51,14 @@ def communicate_json(proc: subprocess.Popen, stdin: str | None, timeout: float) 
         proc.kill()
         proc.communicate()
         return {"error": f"timed out after {timeout:g} s"}
+    except BaseException:  # KeyboardInterrupt: no run outlives the bench
+        proc.kill()
+        proc.communicate()
+        raise
+    if proc.returncode == -signal.SIGINT:
+        # Ctrl-C reached the child's process group first: the run was
+        # interrupted, not failed.
+        raise KeyboardInterrupt
     lines = stdout.strip().splitlines()
     if lines:
         try:
@@ -81,6 +91,9 @@ class Pinning:
     def __init__(self, enabled: bool = True):
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.server = self.client = None
+        # One usable CPU: the server and the load generator take turns on it,
+        # so the generator's CPU is part of every round trip's cost.
+        self.shared = len(cpus) == 1
         if not enabled:
             self.describe = "not pinned (--no-pin)"
         elif not hasattr(os, "sched_setaffinity"):
@@ -111,6 +124,8 @@ def machine_info() -> dict:
         "cpu": cpu_model,
         "cpu_count": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        # The children's collector runs at the interpreter's defaults.
+        "gc_threshold": gc.get_threshold(),
     }
     if hasattr(os, "sched_getaffinity"):
         info["cpus_usable"] = len(os.sched_getaffinity(0))
@@ -161,6 +176,23 @@ class ServerProcess:
             raise self.Unsupported(hello["unsupported"])
         self.address = hello
         self.pid = hello["pid"]
+
+    def request(self, line: str, timeout: float = 30.0) -> dict:
+        """Send one command line on the server's stdin (servers.py --count),
+        return its one JSON line of answer."""
+        import select
+
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise self.Failed(f"server did not answer {line!r} within {timeout:g} s")
+        answer = self.proc.stdout.readline()
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise self.Failed(f"server answered {line!r} with {answer.strip()!r}: "
+                              f"{self.stderr_tail()}") from None
 
     def stderr_tail(self) -> str:
         """The last line the server wrote to stderr (kept once it stopped)."""

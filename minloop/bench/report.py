@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import textwrap
@@ -47,6 +48,19 @@ class Progress:
         elapsed = time.monotonic() - self.started
         print(f"{self.done} runs in {elapsed:.1f} s", file=self.stream, flush=True)
 
+    def interrupted(self, rows_kept: int) -> None:
+        """The one line Ctrl-C gets (no traceback)."""
+        if self.live:
+            self.stream.write("\r\x1b[K")
+        print(f"interrupted after {self.done} of {self.total} runs: reporting the "
+              f"{rows_kept} row(s) with finished rounds", file=self.stream, flush=True)
+
+
+def list_line(rid: str, mark: str, doc: str) -> str:
+    """One row of --list, its description wrapped under it to 80 columns."""
+    return textwrap.fill(doc, width=WIDTH, initial_indent=f"{rid:<24}{mark} ",
+                         subsequent_indent=" " * 26, break_on_hyphens=False)
+
 
 def si(value: float) -> str:
     """Three significant digits and a k/M/G suffix: 999.7k shows as 1M."""
@@ -60,15 +74,41 @@ def _median(cell: dict, key: str):
     return cell.get("median", {}).get(key) if cell.get("samples") else None
 
 
+def _lower_better(entry: dict) -> bool:
+    return bool(entry["row"].get("lower_better"))
+
+
 def ratios(entry: dict) -> dict:
-    """minloop's median figure over each other loop's: above 1, minloop is faster."""
+    """minloop's median figure over each other loop's (the inverse where a
+    lower figure is better): above 1, minloop is ahead."""
     cells = entry["cells"]
     ref = _median(cells[REF], "rate") if REF in cells else None
     out = {}
     for other in OTHERS:
         theirs = _median(cells[other], "rate") if other in cells else None
         if ref and theirs:
-            out[other] = ref / theirs
+            out[other] = theirs / ref if _lower_better(entry) else ref / theirs
+    return out
+
+
+def ratio_ranges(entry: dict) -> dict:
+    """Per other loop, the lowest and highest of the rounds' own ratios (the
+    loops take turns within a round, so a round's figures pair up)."""
+    cells = entry["cells"]
+    if REF not in cells:
+        return {}
+    mine = {s["round"]: s["rate"] for s in cells[REF]["samples"] if s.get("rate")}
+    out = {}
+    for other in OTHERS:
+        if other not in cells:
+            continue
+        per_round = []
+        for s in cells[other]["samples"]:
+            if s.get("rate") and s["round"] in mine:
+                a, b = mine[s["round"]], s["rate"]
+                per_round.append(b / a if _lower_better(entry) else a / b)
+        if per_round:
+            out[other] = [min(per_round), max(per_round)]
     return out
 
 
@@ -76,6 +116,15 @@ def ok(results: dict) -> bool:
     """False if minloop failed or misbehaved on some row (n/a is not a failure)."""
     return not any(e["cells"][REF]["errors"] or e["cells"][REF]["problems"]
                    for e in results.values() if REF in e["cells"])
+
+
+WIDTH = 80  # every line of the report fits an 80-column terminal
+
+
+def _fill(text: str, indent: str = "", subsequent: str | None = None) -> str:
+    return textwrap.fill(text, width=WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + "  " if subsequent is None else subsequent,
+                         break_on_hyphens=False)
 
 
 def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str:
@@ -91,13 +140,17 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
         "loops: " + ", ".join(f"{n} {probes[n]['version']}" for n in names
                               if probes[n]["available"]),
     ]
-    if any(row.group == "net" for row in rows):
+    if any(row.group == "scale" for row in rows):
+        pin = settings.pin
+        lines.append("scale rows: " + (f"each run pinned to CPU {pin.server}"
+                                       if pin.server is not None else pin.describe))
+    if any(row.group in ("net", "memory") for row in rows):
         lines.append(f"network rows: {settings.duration:g} s timed after {settings.warmup:g} s "
                      f"warm-up; {settings.pin.describe}")
     for n in names:
         if not probes[n]["available"]:
             lines.append(f"skipped: {n} ({probes[n]['reason']})")
-    return "\n".join(lines) + "\n"
+    return "\n".join(_fill(line) for line in lines) + "\n"
 
 
 def _cell_text(cell: dict) -> str:
@@ -121,34 +174,165 @@ def client_peak(entry: dict) -> tuple[float, str] | None:
     return max(peaks) if peaks else None
 
 
+# What each group's figure is, for its heading in the table.
+GROUP_TITLES = {
+    "core": "core: operations per second",
+    "scale": "scale: tasks, timers or callbacks per second (collector on)",
+    "memory": "memory: server RSS bytes per idle connection (lower is better)",
+    "net": "net: round trips (HTTP: requests) per second",
+}
+
+
+def _columns(rows: list[list[str]], right_from: int, gaps: list[int],
+             widths_out: list | None = None) -> list[str]:
+    """Rows of cells as aligned lines: left-aligned up to right_from, then
+    right-aligned; gaps[i] spaces before column i."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    if widths_out is not None:
+        widths_out[:] = widths
+    out = []
+    for r in rows:
+        parts = []
+        for i, (c, w) in enumerate(zip(r, widths)):
+            text = c.ljust(w) if i < right_from else c.rjust(w)
+            parts.append((" " * gaps[i] if i else "") + text)
+        out.append("".join(parts).rstrip())
+    return out
+
+
 def table(results: dict, loop_names: list[str]) -> str:
+    """The main table: per row, each loop's median and minloop's ratios, under
+    a heading per group (which says what the figures count)."""
     others = [n for n in OTHERS if n in loop_names] if REF in loop_names else []
-    head = ["row", "unit"] + loop_names + [f"vs {n}" for n in others] + ["client CPU"]
+    head = ["row"] + loop_names + others
     body = []
     for rid, entry in results.items():
-        line = [rid, entry["row"]["unit"]]
-        line += [_cell_text(entry["cells"][n]) for n in loop_names]
-        line += [f"{entry['ratios'][n]:.2f}x" if n in entry["ratios"] else "-" for n in others]
-        peak = client_peak(entry)
-        if peak is None:
-            line.append("")
-        else:
-            line.append(f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED else ""))
+        line = [rid] + [_cell_text(entry["cells"][n]) for n in loop_names]
+        line += [f"{entry['ratios'][n]:.2f}x" if n in entry["ratios"] else "-"
+                 for n in others]
         body.append(line)
-    widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
-
-    def fmt(cells):
-        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    out = [fmt(head), "-" * len(fmt(head))]
+    gaps = ([0] + [1] * len(loop_names) + [3] + [1] * len(others))[:len(head)]
+    widths: list = []
+    lines = _columns([head] + body, 1, gaps, widths)
+    out = []
+    if others:
+        # "minloop vs" centred over the ratio columns.
+        span = sum(widths[-len(others):]) + sum(gaps[-len(others) + 1:])
+        start = sum(widths) + sum(gaps) - span
+        out.append(" " * start + f"{REF} vs".center(span).rstrip())
+    out += [lines[0], "-" * max(len(x) for x in lines)]
     group = None
-    for rid, line in zip(results, body):
-        if group is not None and results[rid]["row"]["group"] != group:
-            out.append("")
-        group = results[rid]["row"]["group"]
-        out.append(fmt(line))
+    for rid, line in zip(results, lines[1:]):
+        g = results[rid]["row"]["group"]
+        if g != group:
+            if group is not None:
+                out.append("")
+            out.append(GROUP_TITLES.get(g, g))
+            group = g
+        out.append(line)
     return "\n".join(out)
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
+
+
+def _gc_text(counts) -> str:
+    return "/".join(f"{c:g}" for c in counts) if counts is not None else "-"
+
+
+def details(results: dict, loop_names: list[str]) -> str:
+    """The figures behind the main table where they matter: GC collections
+    (scale rows), phases of the held-timers row, the per-timer firing cost at
+    1k and 200k live timers, and the CPU of the network rows."""
+    out = []
+    scale = {rid: e for rid, e in results.items()
+             if any(_median(c, "gc") is not None for c in e["cells"].values())}
+    if scale:
+        out.append("GC collections during each run (set-up excluded), gen 0/1/2, medians:")
+        rows = [["row"] + loop_names]
+        for rid, e in scale.items():
+            rows.append([rid] + [_gc_text(_median(e["cells"][n], "gc")) for n in loop_names])
+        out += _columns(rows, 1, [0] + [2] * len(loop_names))
+    timed = {rid: e for rid, e in results.items() if e["row"]["group"] == "scale"}
+    if timed:
+        out.append("")
+        out.append("scale rows: milliseconds of the timed part (medians):")
+        rows = [["row"] + loop_names]
+        for rid, e in timed.items():
+            cells = []
+            for n in loop_names:
+                sec = _median(e["cells"][n], "seconds")
+                cells.append("-" if sec is None else _ms(sec * 1e3))
+            rows.append([rid] + cells)
+        out += _columns(rows, 1, [0] + [2] * len(loop_names))
+    phased = {rid: e for rid, e in results.items()
+              if any(_median(c, "phases_ms") for c in e["cells"].values())}
+    for rid, e in phased.items():
+        out.append("")
+        out.append(f"{rid} by phase, ms (medians); GC collections while firing:")
+        rows = [["loop", "schedule", "cancel", "fire", "GC firing"]]
+        for n in loop_names:
+            ph = _median(e["cells"][n], "phases_ms")
+            if ph:
+                rows.append([n] + [f"{ph[k]:.1f}" for k in ("schedule", "cancel", "fire")]
+                            + [_gc_text(_median(e["cells"][n], "gc_fire"))])
+        out += _columns(rows, 1, [0, 2, 2, 2, 3])
+    small, large = results.get("timers-1k-fire"), results.get("timers-200k-fire")
+    if small and large:
+        out.append("")
+        out.append("per-timer firing cost in ns, handles held, at 1k and at 200k live "
+                   "timers:")
+        rows = [["loop", "1k", "200k", "200k/1k", "GC firing 200k"]]
+        for n in loop_names:
+            a, b = _median(small["cells"][n], "rate"), _median(large["cells"][n], "rate")
+            if a and b:
+                rows.append([n, f"{1e9 / a:.0f}", f"{1e9 / b:.0f}", f"{a / b:.2f}x",
+                             _gc_text(_median(large["cells"][n], "gc_fire"))])
+        out += _columns(rows, 1, [0, 2, 2, 2, 3])
+    net = {rid: e for rid, e in results.items() if e["row"]["group"] == "net"
+           and any(_median(c, "server_us") is not None for c in e["cells"].values())}
+    if net:
+        out.append("")
+        out.append(_fill("net rows: server CPU per round trip, microseconds (medians); "
+                         "client: the load generator's highest CPU share"))
+        rows = [["row"] + loop_names + ["client"]]
+        for rid, e in net.items():
+            peak = client_peak(e)
+            cells = []
+            for n in loop_names:
+                us = _median(e["cells"][n], "server_us")
+                cells.append("-" if us is None else f"{us:.1f}")
+            rows.append([rid] + cells + ["-" if peak is None else
+                                         f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED
+                                                             else "")])
+        out += _columns(rows, 1, [0] + [2] * len(loop_names) + [2])
+    return "\n".join(out).strip("\n")
+
+
+def summary(results: dict, loop_names: list[str]) -> str:
+    """One line per group: the geometric mean of minloop's ratios against each loop."""
+    others = [n for n in OTHERS if n in loop_names]
+    if REF not in loop_names or not others:
+        return ""
+    lines = []
+    groups: dict = {}
+    for e in results.values():
+        groups.setdefault(e["row"]["group"], []).append(e)
+    for group, entries in groups.items():
+        parts = []
+        for other in others:
+            rs = [e["ratios"][other] for e in entries if other in e["ratios"]]
+            if rs:
+                gmean = math.exp(sum(math.log(r) for r in rs) / len(rs))
+                parts.append(f"{gmean:.2f}x vs {other}")
+        if parts:
+            lines.append(f"  {group:<7}" + ", ".join(parts)
+                         + f" ({len(entries)} row{'s' if len(entries) > 1 else ''})")
+    if not lines:
+        return ""
+    return "\n".join([f"summary: geometric mean per group of {REF}'s ratios (above 1: "
+                      f"{REF} ahead)"] + lines)
 
 
 def notes(results: dict, loop_names: list[str], settings) -> str:
@@ -157,12 +341,21 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     if "core" in groups:
         out.append("core rows: operations per second of one loop-core workload (sizes: "
                    + ", ".join(f"{rid} {si(e['n'])}" for rid, e in results.items()
-                               if "n" in e) + ").")
+                               if "n" in e and e["row"]["group"] == "core") + ").")
+    if "scale" in groups:
+        out.append("scale rows: the same at full size in every profile, with the cyclic "
+                   "GC on at its default thresholds, as programs run; the size is in "
+                   "the row's name.")
+    if "memory" in groups:
+        out.append(f"memory rows: growth of the server's resident set (VmRSS) per "
+                   f"connection, from before the connections to after, each read after "
+                   f"a full collection in the server and a settle time.")
     if "net" in groups:
         out.append("net rows: round trips (HTTP requests) per second through a server on "
                    "the loop, measured by the load generator.")
     if REF in loop_names:
-        out.append(f"vs X: {REF}'s figure over X's; above 1, {REF} is faster.")
+        out.append(f"{REF} vs X: {REF}'s figure over X's (X's over {REF}'s where lower "
+                   f"is better); above 1, {REF} is ahead.")
     out.append(f"'~': rounds spread by more than {NOISY:.0%} (max-min over median); "
                "'!': some round failed or misbehaved (listed below); n/a: the loop cannot "
                "run that row.")
@@ -174,6 +367,7 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
         out.append(f"WARNING: the machine was busy: other processes took a median "
                    f"{statistics.median(loads):.0%} (worst {loads[-1]:.0%}) of the two "
                    f"benchmark CPUs during the network runs; expect noise.")
+    out = [_fill(line) for line in out]
 
     na = {}
     for rid, entry in results.items():
@@ -183,24 +377,37 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     if na:
         out.append("n/a:")
         for (name, reason), rids in na.items():
-            out.append(textwrap.fill(f"{name}: {reason} [{', '.join(rids)}]",
-                                     initial_indent="  ", subsequent_indent="    ", width=100))
-    failures = []
+            out.append(_fill(f"{name}: {reason} [{', '.join(rids)}]", "  ", "    "))
+    out += _failure_lines(results, settings)
+    return "\n".join(out)
+
+
+def _failure_lines(results: dict, settings) -> list[str]:
+    """Failures and misbehaviour, under the loop they belong to: another loop's
+    are its own (a row it fails says nothing about minloop)."""
+    by_loop: dict = {}
     for rid, entry in results.items():
         for name, cell in entry["cells"].items():
-            for kind, label in (("errors", "FAILED"), ("problems", "misbehaved")):
+            for kind, label in (("errors", "failed"), ("problems", "misbehaved")):
                 # Rounds usually fail the same way: each distinct message once.
                 seen: dict = {}
                 for line in cell[kind]:
                     where, message = line.split(": ", 1)
                     seen.setdefault(message, []).append(where)
                 for message, where in seen.items():
-                    failures.append(f"  {rid} / {name}: {label} in {len(where)} of "
-                                    f"{settings.rounds} rounds: {message}")
-    if failures:
-        out.append("failures and misbehaviour:")
-        out += failures
-    return "\n".join(out)
+                    by_loop.setdefault(name, []).append(
+                        f"{rid}: {label} in {len(where)} of {settings.rounds} rounds: "
+                        f"{message}")
+    if not by_loop:
+        return []
+    out = [_fill("failures and misbehaviour, by loop ('failed': no figure; 'misbehaved': "
+                 "the figure is kept, marked '!'):")]
+    for name in sorted(by_loop, key=lambda n: n != REF):
+        whose = (f"{name} (minloop's own: a bug to fix)" if name == REF
+                 else f"{name} (its own behaviour, not minloop's)")
+        out.append(f"  {whose}:")
+        out += [_fill(line, "    ", "      ") for line in by_loop[name]]
+    return out
 
 
 def _load_generator_notes(results: dict, settings, busy: bool = False) -> list[str]:
@@ -209,14 +416,21 @@ def _load_generator_notes(results: dict, settings, busy: bool = False) -> list[s
     peaks = {rid: p for rid, p in peaks.items() if p is not None}
     if not peaks:
         return []
-    where = (f"pinned, {settings.pin.describe}" if settings.pin.client is not None
-             else settings.pin.describe)
+    pin = settings.pin
+    where = f"pinned, {pin.describe}" if pin.client is not None else pin.describe
     lines = [f"load generator: its own process (non-blocking sockets on epoll, no event "
              f"loop; {where}); its CPU time was read at the edges of every timed window. "
-             f"client CPU: its highest median over the loops, in % of one core."]
+             f"client: its highest median CPU over the loops, in % of one core."]
     saturated = {rid: p for rid, p in peaks.items() if p[0] >= SATURATED}
     worst_rid, (worst, who) = max(peaks.items(), key=lambda kv: kv[1][0])
-    if not saturated:
+    if getattr(pin, "shared", False):
+        # One CPU for both: every round trip costs the server's CPU plus the
+        # generator's, so the generator is always part of the bottleneck.
+        lines.append(f"the server and the load generator shared one CPU: each rate is "
+                     f"bounded by their CPU time together, and the load generator took up "
+                     f"to {worst:.0%} of it ({worst_rid} on {who}); compare the loops by "
+                     f"the server CPU per round trip.")
+    elif not saturated:
         lines.append(f"client CPU at most {worst:.0%} of a core ({worst_rid} on {who}): "
                      f"below {SATURATED:.0%} on every row, so the load generator was not "
                      f"the bottleneck"
@@ -227,20 +441,22 @@ def _load_generator_notes(results: dict, settings, busy: bool = False) -> list[s
             f"'sat': the load generator used {SATURATED:.0%} or more of its core on "
             + ", ".join(f"{rid} ({p[0]:.0%}, on {p[1]})" for rid, p in saturated.items())
             + ": there it, not the server, may have set the pace, so those rows can "
-              "understate how much faster the faster loops are.")
+              "understate how much faster the faster loops are; compare the server CPU "
+              "per round trip.")
         fine = len(peaks) - len(saturated)
         if fine:
             lines.append(f"the other {fine} network row(s) stayed below {SATURATED:.0%}.")
     return lines
 
 
-def write_json(path: str, machine: dict, probes: dict, settings, results: dict) -> None:
+def write_json(path: str, machine: dict, probes: dict, settings, results: dict,
+               interrupted: bool = False) -> None:
     from .. import __version__
 
     environment = dict(machine, minloop=__version__, loops=probes,
                        pinning=settings.pin.describe, quick=settings.quick,
                        rounds=settings.rounds, net_duration=settings.duration,
-                       net_warmup=settings.warmup)
+                       net_warmup=settings.warmup, interrupted=interrupted)
     rows = {}
     for rid, entry in results.items():
         rows[rid] = dict(entry, client_cpu_peak=(client_peak(entry) or (None,))[0])
@@ -252,37 +468,113 @@ class PlotUnavailable(Exception):
     """matplotlib cannot be imported."""
 
 
-def plot(path: str, results: dict, loop_names: list[str]) -> None:
-    """A grouped bar chart of minloop's ratio against each other loop, per row."""
+def plot_formats() -> set:
+    """The file name extensions matplotlib can write (raises PlotUnavailable)."""
     try:
         import matplotlib
+        matplotlib.use("Agg")  # a file, no display needed
+        from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as exc:
         raise PlotUnavailable(str(exc) or "not installed") from None
-    matplotlib.use("Agg")  # a file, no display needed
+    return set(FigureCanvasBase.get_supported_filetypes())
+
+
+# The plot shows ratios, not figures: say which way they point.
+PLOT_TITLES = {
+    "memory": "memory: server RSS per idle connection (bars: the other loop's bytes over "
+              "minloop's)",
+}
+COLOURS = {"asyncio": "#8c8c8c", "uvloop": "#4477aa", "rloop": "#ee7733"}
+
+
+def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None:
+    """minloop's ratio against each other loop, one horizontal bar per row and
+    loop, a panel per group, on a shared log axis; each bar labelled with its
+    value, whiskers from the rounds' lowest to highest ratio, and a caption
+    saying where and when it was measured."""
+    plot_formats()
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
+    from .. import __version__
+
     others = [n for n in OTHERS if n in loop_names]
-    rids = [rid for rid, e in results.items() if e["ratios"]]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rids) + 2), 4.8))
-    width = 0.8 / max(1, len(others))
-    for i, other in enumerate(others):
-        xs = [j + (i - (len(others) - 1) / 2) * width for j in range(len(rids))]
-        ys = [results[rid]["ratios"].get(other, 0.0) for rid in rids]
-        ax.bar(xs, ys, width, label=f"vs {other}")
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_yscale("log")
-    # Plain "2x" labels on the log axis, minor ticks included (ratios rarely
-    # span a whole decade).
+    groups: dict = {}
+    for rid, e in results.items():
+        if e["ratios"]:
+            groups.setdefault(e["row"]["group"], []).append(rid)
+    if not groups:
+        groups = {"(no ratios)": []}
+    heights = [max(1, len(rids)) for rids in groups.values()]
+    fig, axes = plt.subplots(len(groups), 1, sharex=True, squeeze=False,
+                             figsize=(9.0, 1.3 + 0.42 * sum(heights) * max(1, len(others)) / 2
+                                      + 0.5 * len(groups)),
+                             gridspec_kw={"height_ratios": heights})
+    values = [v for e in results.values() for v in e["ratios"].values()]
+    values += [v for e in results.values() for r in e.get("ratio_ranges", {}).values()
+               for v in r]
+    lo, hi = (min(values), max(values)) if values else (0.5, 2.0)
+    lo, hi = min(lo, 1.0) / 1.6, max(hi, 1.0) * 1.6  # room for the labels
+    bar = 0.8 / max(1, len(others))
+    for ax, (group, rids) in zip(axes[:, 0], groups.items()):
+        for i, other in enumerate(others):
+            ys = [j - 0.4 + bar * (i + 0.5) for j in range(len(rids))]
+            xs = [results[r]["ratios"].get(other) for r in rids]
+            ranges = [results[r].get("ratio_ranges", {}).get(other) for r in rids]
+            shown = [(y, x, rg) for y, x, rg in zip(ys, xs, ranges) if x]
+            if not shown:
+                continue
+            ys_, xs_, rgs = zip(*shown)
+            err = [[x - (rg or (x, x))[0] for _, x, rg in shown],
+                   [(rg or (x, x))[1] - x for _, x, rg in shown]]
+            # Bars grow from 1x, so a ratio below 1 points left.
+            ax.barh(ys_, [x - 1.0 for x in xs_], bar * 0.9, left=1.0,
+                    color=COLOURS.get(other), label=f"vs {other}",
+                    xerr=err, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333"})
+            for y, x, rg in shown:
+                # The label beyond the bar's end and its whisker.
+                if x >= 1.0:
+                    ax.text(max(x, (rg or (x, x))[1]) * 1.04, y, f"{x:.2f}x",
+                            va="center", ha="left", fontsize=7)
+                else:
+                    ax.text(min(x, (rg or (x, x))[0]) / 1.04, y, f"{x:.2f}x",
+                            va="center", ha="right", fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(rids)))
+        ax.set_yticklabels(rids, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(PLOT_TITLES.get(group, GROUP_TITLES.get(group, group)), fontsize=9,
+                     loc="left")
+        ax.grid(axis="x", which="both", color="#dddddd", linewidth=0.5)
+        ax.set_axisbelow(True)
+    ax = axes[-1, 0]
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
     label = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    ax.yaxis.set_major_formatter(label)
-    ax.yaxis.set_minor_formatter(label)
-    ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set_xticks(range(len(rids)))
-    ax.set_xticklabels(rids, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel(f"{REF}'s speed over the other loop's (log)")
-    ax.set_title(f"{REF} vs other event loops (above 1: {REF} faster)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    ax.xaxis.set_major_formatter(label)
+    def minor(v, _):
+        # Label 0.2x, 0.5x, 2x, 5x, 20x ...: enough to read a bar between decades.
+        mantissa = round(v / 10 ** math.floor(math.log10(v)), 6)
+        return f"{v:g}x" if mantissa in (2, 5) else ""
+
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
+    ax.tick_params(axis="x", which="both", labelsize=8)
+    ax.set_xlabel(f"{REF}'s figure over the other loop's (log scale; right of 1x: "
+                  f"{REF} ahead)", fontsize=8)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=len(others),
+                   frameon=False)
+    fig.suptitle(f"{REF} against other event loops", x=0.01, ha="left", fontsize=11)
+    versions = machine.get("versions") or {}
+    caption = (f"{machine.get('python', '')}, {machine.get('cpu', '')}, "
+               f"{machine.get('cpus_usable', machine.get('cpu_count', '?'))} CPUs; "
+               f"{machine.get('date', '')}; {REF} {__version__}"
+               + "".join(f", {n} {v}" for n, v in versions.items() if n in others)
+               + f". Median of {machine.get('rounds', '?')} rounds; whiskers: the rounds' "
+               f"lowest and highest ratio (loops take turns within a round).")
+    fig.text(0.01, 0.005, textwrap.fill(caption, 160), fontsize=7, va="bottom",
+             color="#444")
+    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+    fig.savefig(path, dpi=130)
     plt.close(fig)

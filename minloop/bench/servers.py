@@ -1,7 +1,7 @@
 """The servers the network benchmarks measure, one kind per process, on any loop.
 
     python -m minloop.bench.servers --loop NAME --kind KIND [--port P] [--path PATH]
-                                    [--cpu N]
+                                    [--cpu N] [--count]
 
 Used by ``python -m minloop bench`` (against the Python load generator in
 client.py) and by benchmarks/net_compare.py (against its C one).
@@ -18,7 +18,12 @@ KIND is one of:
                 own write (a request/response server under pipelined requests)
   streams-msg   start_server: readexactly(--size) -> write + drain per message
 
---cpu N pins the process to CPU N (where the OS allows it).
+--cpu N pins the process to CPU N (where the OS allows it).  The soft limit
+on open files is raised to the hard one, for the rows with 10,000 connections.
+--count makes the protocol server count its open connections, and answer
+each line "gc" on stdin (once stdin is no longer just watched for EOF) with
+{"conns": open connections, "rss": resident bytes} after a full collection:
+the idle-connection memory rows.
 
 Talking to the driver (c_echo_server.c does the same):
   * once listening, one JSON line on stdout: {"ready": true, "host", "port"
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -49,6 +55,7 @@ from . import loops
 from .client import HTTP_RESPONSE  # what the load generator expects
 
 HOST = "127.0.0.1"
+BACKLOG = 4096  # the rows with thousands of connections connect them back to back
 READ_SIZE = 256 * 1024  # as large as the biggest message, as asyncio's own read size
 
 HTTP_BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
@@ -74,6 +81,42 @@ class EchoProtocol(asyncio.Protocol):
 
     def data_received(self, data):
         self.transport.write(data)
+
+
+class CountingEchoProtocol(EchoProtocol):
+    """EchoProtocol that keeps the number of its open connections."""
+
+    open = 0
+
+    def connection_made(self, transport):
+        self.transport = transport
+        CountingEchoProtocol.open += 1
+
+    def connection_lost(self, exc):
+        CountingEchoProtocol.open -= 1
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set (VmRSS of /proc/self/status), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def raise_nofile_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard one; return both after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 class EchoBufferedProtocol(asyncio.BufferedProtocol):
@@ -214,19 +257,25 @@ def _tcp_address(server) -> dict:
 
 
 async def start(kind: str, port: int, path: str | None, keep: list,
-                size: int = 1024) -> dict:
+                size: int = 1024, count: bool = False) -> dict:
     """Start a KIND server; keep what must stay alive in keep."""
     loop = asyncio.get_running_loop()
+    if count and kind != "protocol":
+        raise SystemExit("--count is for --kind protocol")
+    if count:
+        server = await loop.create_server(CountingEchoProtocol, HOST, port, backlog=BACKLOG)
+        keep.append(server)
+        return _tcp_address(server)
     if kind == "protocol-msg":
         server = await loop.create_server(lambda: MessageEchoProtocol(size), HOST, port,
-                                          backlog=1024)
+                                          backlog=BACKLOG)
         keep.append(server)
         return _tcp_address(server)
     if kind == "streams-msg":
         async def handler(reader, writer):
             await _streams_messages_handler(reader, writer, size)
 
-        server = await asyncio.start_server(handler, HOST, port, backlog=1024,
+        server = await asyncio.start_server(handler, HOST, port, backlog=BACKLOG,
                                             limit=READ_SIZE)
         keep.append(server)
         return _tcp_address(server)
@@ -235,11 +284,11 @@ async def start(kind: str, port: int, path: str | None, keep: list,
     if kind in ("protocol", "buffered", "http"):
         factory = {"protocol": EchoProtocol, "buffered": EchoBufferedProtocol,
                    "http": HttpProtocol}[kind]
-        server = await loop.create_server(factory, HOST, port, backlog=1024)
+        server = await loop.create_server(factory, HOST, port, backlog=BACKLOG)
         keep.append(server)
         return _tcp_address(server)
     if kind == "streams":
-        server = await asyncio.start_server(_streams_handler, HOST, port, backlog=1024,
+        server = await asyncio.start_server(_streams_handler, HOST, port, backlog=BACKLOG,
                                             limit=READ_SIZE)
         keep.append(server)
         return _tcp_address(server)
@@ -263,7 +312,7 @@ async def start(kind: str, port: int, path: str | None, keep: list,
     if kind == "unix":
         if path is None:
             raise SystemExit("--path is required for --kind unix")
-        server = await loop.create_unix_server(EchoProtocol, path, backlog=1024)
+        server = await loop.create_unix_server(EchoProtocol, path, backlog=BACKLOG)
         keep.append(server)
         return {"path": path}
     if kind == "udp":
@@ -299,9 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024,
                         help="message size of the *-msg kinds (default: %(default)s)")
     parser.add_argument("--cpu", type=int, help="pin this process to CPU N")
+    parser.add_argument("--count", action="store_true",
+                        help="count connections, answer 'gc' lines on stdin (protocol only)")
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
+    raise_nofile_limit()
 
     try:
         factory = loops.factory(args.loop)
@@ -321,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
     loop.set_exception_handler(on_error)
     keep: list = []
     try:
-        address = loop.run_until_complete(start(args.kind, args.port, args.path, keep, args.size))
+        address = loop.run_until_complete(start(args.kind, args.port, args.path, keep, args.size,
+                                                args.count))
     except Exception as exc:  # any failure to start is "this loop cannot"
         # Some loops raise a bare NotImplementedError(): say which call it was.
         detail = str(exc) or f"from {CALLS[args.kind]}"
@@ -344,10 +397,19 @@ def main(argv: list[str] | None = None) -> int:
     # stops the loop the ordinary way.
     signal.signal(signal.SIGTERM, finish)
 
+    def collect_and_report():
+        gc.collect()
+        _say({"conns": CountingEchoProtocol.open, "rss": resident_bytes()})
+
     def watch_stdin():
         try:
-            while sys.stdin.buffer.read1(4096):
-                pass
+            if args.count:
+                for line in sys.stdin:
+                    if line.strip() == "gc":
+                        loop.call_soon_threadsafe(collect_and_report)
+            else:
+                while sys.stdin.buffer.read1(4096):
+                    pass
         finally:
             loop.call_soon_threadsafe(loop.stop)
 

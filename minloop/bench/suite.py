@@ -1,9 +1,16 @@
 """The standard benchmark set and its runner: ``python -m minloop bench``.
 
-Rows are of two groups:
+Rows are of three groups:
 
 * core: a micro workload (workloads.py) timed inside a fresh interpreter per
   loop (child.py); its figure is operations per second;
+* scale: the same, at the sizes real servers reach (100k tasks, 200k live
+  timers, ...), whole in every profile, with the cyclic GC on at its default
+  thresholds and the collections it ran counted per generation;
+* memory: a Protocol echo server (servers.py --count) on the loop under test
+  in a fresh process, N idle connections to it from another; the figure is
+  the growth of the server's resident set per connection, after a full
+  collection in the server and a settle time (lower is better);
 * net: a server (servers.py) on the loop under test, in a fresh process
   pinned to one CPU, driven by the load generator (client.py) in another
   process pinned to the other CPU; its figure is round trips (requests) per
@@ -11,6 +18,12 @@ Rows are of two groups:
 
 Within each round the loops take turns on a row, so slow drift of the
 machine falls on all of them alike; each figure is the median over rounds.
+
+Row names (the scale and later rows; the older core rows keep their workload
+names, which README.md cites): lowercase words joined by '-', subject first,
+then its count or message size with k/m suffixes, then the variant;
+connections as c<N> in full digits: tasks-100k-sleep2, timers-200k-fire,
+tcp-protocol-1k-c1000.
 """
 
 from __future__ import annotations
@@ -19,9 +32,12 @@ import argparse
 import fnmatch
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass
 
 from . import client as client_module
@@ -29,7 +45,7 @@ from . import loops, procs, report, workloads
 
 # The core workloads run at a quarter of their research size
 # (benchmarks/compare.py runs them whole), a tenth with --quick: enough for
-# steady medians, and the full set stays within a few minutes.
+# steady medians, and the core rows stay within a few minutes.
 FULL_DIVISOR = 4
 QUICK_DIVISOR = 10
 CHILD_TIMEOUT = 120.0
@@ -39,10 +55,14 @@ KiB = 1024
 @dataclass(frozen=True)
 class Row:
     id: str
-    group: str          # "core" | "net"
+    group: str          # "core" | "scale" | "memory" | "net"
     doc: str
     quick: bool         # part of the --quick set
-    workload: str = ""  # core: workloads.WORKLOADS key
+    workload: str = ""  # core, scale: workloads.WORKLOADS key
+    n: int = 0          # scale: the workload's size in every profile
+    per: str = ""       # what the figure counts per second, if not "ops"
+    lower_better: bool = False  # memory: bytes per connection
+    min_duration: float = 0.0   # net: timed seconds at least (thousands of connections)
     kind: str = ""      # net: servers.py --kind
     mode: str = "echo"  # net: client.py --mode
     conns: int = 1
@@ -52,6 +72,10 @@ class Row:
 
     @property
     def unit(self) -> str:
+        if self.group == "memory":
+            return "bytes/conn"
+        if self.per:
+            return f"{self.per}/s"
         if self.group == "core":
             return "ops/s"
         return "requests/s" if self.mode == "http" else "round trips/s"
@@ -60,45 +84,111 @@ class Row:
 def _rows() -> list[Row]:
     rows = []
     quick_core = {"call_soon_chain", "call_later_cancel", "sleep0_pingpong"}
-    for w in workloads.WORKLOADS.values():
+    for w in map(workloads.WORKLOADS.get, workloads.CORE):
         rows.append(Row(w.name, "core", w.doc, w.name in quick_core, workload=w.name))
+    scale = [
+        ("tasks-100k-sleep2", "tasks_sleep_twice", 100_000, "tasks", False,
+         "100k tasks each sleeping twice (random delays up to 50 ms), asyncio.gather"),
+        ("timers-200k-cancel-half", "timers_held_cancel_half", 200_000, "timers", False,
+         "200k call_later (up to 50 ms), handles held, a random half cancelled, "
+         "the rest waited for"),
+        ("timers-1k-fire", "timers_fire_due", 1_000, "timers", False,
+         "firing 1k due timers whose handles are held (the firing alone is timed)"),
+        ("timers-200k-fire", "timers_fire_due", 200_000, "timers", False,
+         "firing 200k due timers whose handles are held (the firing alone is timed)"),
+        ("callbacks-1m-chains100", "call_soon_chains", 1_000_000, "callbacks", False,
+         "call_soon in 100 parallel chains (about 100 ready callbacks per iteration)"),
+        ("tasks-100k-gather", "gather_tasks", 100_000, "tasks", False,
+         "gather of 100k tasks of a coroutine that returns at once"),
+    ]
+    # None of them is in the --quick set: each is seconds per run and loop.
+    for rid, workload, n, per, quick, doc in scale:
+        rows.append(Row(rid, "scale", doc, quick, workload=workload, n=n, per=per))
+    for conns in (5_000, 10_000):
+        rows.append(Row(f"idle-tcp-c{conns}", "memory",
+                        f"server RSS per idle TCP connection, {conns:,} connections to a "
+                        f"Protocol echo server", False, kind="protocol", conns=conns,
+                        lower_better=True))
     # With one message in flight the load generator pays a send and a recv
     # per round trip, as the server does, so at 16 connections it can be the
     # one that saturates (the report flags it).  Pipelined, it pays one send
     # per batch while the server answers each message: a third of the
     # server's CPU per round trip (smoke-measured), so --quick runs those.
-    net = [
-        ("tcp-protocol-1k-c1", "protocol", "echo", 1, 1, False,
-         "asyncio.Protocol echo, 1 connection, one 1 KiB message in flight"),
-        ("tcp-protocol-1k-c16", "protocol", "echo", 16, 1, False,
-         "asyncio.Protocol echo, 16 connections, one 1 KiB message in flight on each"),
-        ("tcp-streams-1k-c1", "streams", "echo", 1, 1, False,
-         "start_server streams echo (read, write + drain), 1 connection"),
-        ("tcp-streams-1k-c16", "streams", "echo", 16, 1, False,
-         "start_server streams echo (read, write + drain), 16 connections"),
-        ("pipe-protocol-16x1k-c16", "protocol-msg", "echo", 16, 16, True,
+    # The rows of README.md's networking table (benchmarks/net_compare.py
+    # measures the same ones against its C load generator), under the same
+    # names: <transport>-<server kind>-<message size>-c<connections>, one
+    # message in flight on each connection unless the name says how many.
+    net = []
+    for kind, doc in (("protocol", "asyncio.Protocol echo"),
+                      ("buffered", "asyncio.BufferedProtocol echo"),
+                      ("streams", "start_server streams echo (read, write + drain)"),
+                      ("sock", "sock_accept + sock_recv/sock_sendall echo")):
+        for size in (KiB, 64 * KiB, 256 * KiB):
+            for conns in (1, 16):
+                net.append((f"tcp-{kind}-{size // KiB}k-c{conns}", kind, "echo", conns, size,
+                            1, False, f"{doc}, {conns} connection(s), one "
+                            f"{size // KiB} KiB message in flight on each"))
+    for kind in ("protocol", "streams"):
+        for conns in (1, 16):
+            net.append((f"pipe-{kind}-32x1k-c{conns}", kind, "echo", conns, KiB, 32, False,
+                        f"{kind} echo, {conns} connection(s), 32 messages of 1 KiB in "
+                        f"flight on each"))
+    # With one message in flight the load generator pays a send and a recv
+    # per round trip, as the server does, so at 16 connections it can be the
+    # one that saturates (the report flags it).  Pipelined, it pays one send
+    # per batch while these servers answer each message with a write of its
+    # own: a third of the server's CPU per round trip (smoke-measured), so
+    # --quick runs those.
+    net += [
+        ("msgs-protocol-16x1k-c16", "protocol-msg", "echo", 16, KiB, 16, True,
          "Protocol answering each 1 KiB message with its own write; 16 pipelined per "
          "connection, 16 connections"),
-        ("pipe-streams-16x1k-c16", "streams-msg", "echo", 16, 16, True,
+        ("msgs-streams-16x1k-c16", "streams-msg", "echo", 16, KiB, 16, True,
          "streams: readexactly(1 KiB) -> write + drain per message; 16 pipelined per "
          "connection, 16 connections"),
-        ("http-c16", "http", "http", 16, 1, False,
-         "keep-alive HTTP/1.1 on httptools, 16 connections, one request in flight on each"),
-        ("http-pipe8-c16", "http", "http", 16, 8, True,
-         "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests on each"),
     ]
-    for rid, kind, mode, conns, depth, quick, doc in net:
+    for conns in (1, 16):
+        net.append((f"unix-protocol-1k-c{conns}", "unix", "echo", conns, KiB, 1, False,
+                    f"asyncio.Protocol echo over a Unix socket, {conns} connection(s)"))
+    for socks in (1, 10):
+        net.append((f"udp-1k-s{socks}", "udp", "udp", socks, KiB, 1, False,
+                    f"datagram echo, {socks} client socket(s), one 1 KiB datagram in "
+                    f"flight on each"))
+    for conns in (16, 64):
+        net.append((f"http-c{conns}", "http", "http", conns, 0, 1, False,
+                     f"keep-alive HTTP/1.1 on httptools, {conns} connections, one request "
+                     f"in flight on each"))
+    net.append(("http-pipe8-c16", "http", "http", 16, 0, 8, True,
+                "keep-alive HTTP/1.1 on httptools, 16 connections, 8 pipelined requests "
+                "on each"))
+    # Thousands of connections, one message in flight on each: what the loop
+    # pays per ready connection when many are ready at once.  A timed window
+    # of a second at least, so that every connection makes many round trips.
+    for conns in (1_000, 10_000):
+        net += [
+            (f"tcp-protocol-1k-c{conns}", "protocol", "echo", conns, KiB, 1, False,
+             f"asyncio.Protocol echo, {conns:,} connections, one 1 KiB message in flight "
+             f"on each"),
+            (f"tcp-streams-1k-c{conns}", "streams", "echo", conns, KiB, 1, False,
+             f"start_server streams echo, {conns:,} connections, one 1 KiB message in "
+             f"flight on each"),
+        ]
+    net.append(("http-c1000", "http", "http", 1_000, 0, 1, False,
+                "keep-alive HTTP/1.1 on httptools, 1,000 connections, one request in "
+                "flight on each"))
+    for rid, kind, mode, conns, size, depth, quick, doc in net:
         rows.append(Row(rid, "net", doc, quick, kind=kind, mode=mode, conns=conns,
-                        depth=depth, needs="httptools" if mode == "http" else ""))
+                        size=size or KiB, depth=depth, needs="httptools" if mode == "http" else "",
+                        min_duration=1.0 if conns >= 1_000 else 0.0))
     return rows
 
 
 ROWS = {row.id: row for row in _rows()}
-GROUPS = ("core", "net")
+GROUPS = ("core", "scale", "memory", "net")
 
 
 def select_rows(spec: str | None, quick: bool) -> list[Row]:
-    """Rows named by comma-separated ids, groups (core, net) or glob patterns
+    """Rows named by comma-separated ids, groups (GROUPS) or glob patterns
     (a bare word also matches as a prefix: call_soon -> call_soon_*), in
     table order; without a spec, the standard (or --quick) set."""
     if not spec:
@@ -132,43 +222,61 @@ class Settings:
 
 
 def core_size(row: Row, quick: bool) -> int:
+    if row.n:
+        return row.n
     w = workloads.WORKLOADS[row.workload]
     return max(w.n // (QUICK_DIVISOR if quick else FULL_DIVISOR), w.smoke_n)
 
 
 def measure_core(row: Row, loop: str, settings: Settings) -> dict:
     n = core_size(row, settings.quick)
+    # The scale rows run on one CPU, as issue 10's figures were measured; the
+    # core rows as before (call_soon_threadsafe has a second thread).
+    pinned = row.group == "scale" and settings.pin.server is not None
+    cpu = [str(settings.pin.server)] if pinned else []
     answer = procs.run_json(procs.module_command(
-        "minloop.bench.child", row.workload, loop, str(n)), CHILD_TIMEOUT)
+        "minloop.bench.child", row.workload, loop, str(n), *cpu), CHILD_TIMEOUT)
     if "error" in answer:
         return answer
-    return {"rate": n / answer["seconds"], "seconds": answer["seconds"], "n": n,
-            "problems": [answer["problem"]] if answer["problem"] else []}
+    problem = answer.pop("problem")
+    return dict(answer, rate=n / answer["seconds"], n=n,
+                problems=[problem] if problem else [])
 
 
 def measure_net(row: Row, loop: str, settings: Settings) -> dict:
+    shortfall = nofile_shortfall(row.conns)
+    if shortfall:
+        return {"na": shortfall}
     pin = settings.pin
+    duration = max(settings.duration, row.min_duration)
+    warmup = max(settings.warmup, row.min_duration / 4)
     watch = [c for c in (pin.server, pin.client) if c is not None]
     # The load generator starts alongside the server (a bare interpreter,
     # ready first) and reads the server's address from stdin once it is up.
     client = subprocess.Popen(
         [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
          "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
-         "--duration", f"{settings.duration:g}", "--warmup", f"{settings.warmup:g}",
+         "--duration", f"{duration:g}", "--warmup", f"{warmup:g}",
          *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        where = []
+        if row.kind == "unix":
+            path = os.path.join(tempfile.gettempdir(), f"minloop-bench-{os.getpid()}.sock")
+            if os.path.exists(path):
+                os.unlink(path)  # a previous run's, killed before it cleaned up
+            where = ["--path", path]
         try:
             server = procs.ServerProcess(procs.module_command(
                 "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
-                "--size", str(row.size), *pin.args(pin.server)))
+                "--size", str(row.size), *where, *pin.args(pin.server)))
         except procs.ServerProcess.Unsupported as exc:
             return {"na": str(exc)}
         except procs.ServerProcess.Failed as exc:
             return {"error": str(exc)}
         try:
             answer = procs.communicate_json(client, json.dumps(server.address) + "\n",
-                                            settings.duration + settings.warmup + 60)
+                                            duration + warmup + 60)
         finally:
             server.stop()
     finally:
@@ -186,11 +294,97 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
                   client_util=answer["client_cpu"] / seconds, problems=problems)
     if answer.get("server_cpu") is not None:
         sample["server_util"] = answer["server_cpu"] / seconds
+        sample["server_us"] = answer["server_cpu"] / answer["round_trips"] * 1e6
         if answer.get("cpus_busy") is not None:
             # What other processes took of the two CPUs meanwhile.
             other = answer["cpus_busy"] - answer["server_cpu"] - answer["client_cpu"]
             sample["other_load"] = max(0.0, other / (seconds * len(watch)))
     return sample
+
+
+SETTLE = 0.5  # seconds the server's heap is left alone before its RSS is read
+SPARE_FILES = 64  # open files a process needs besides its connections
+
+
+def nofile_shortfall(conns: int) -> str | None:
+    """Why conns connections cannot be opened here, or None if they can.
+    The soft limit is raised to the hard one in both processes, so the hard
+    limit is what counts."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < conns + SPARE_FILES:
+        return (f"{conns:,} connections need {conns + SPARE_FILES:,} open files; the hard "
+                f"limit (ulimit -Hn) is {hard:,}")
+    return None
+
+
+def measure_idle(row: Row, loop: str, settings: Settings) -> dict:
+    shortfall = nofile_shortfall(row.conns)
+    if shortfall:
+        return {"na": shortfall}
+    pin = settings.pin
+    try:
+        server = procs.ServerProcess(procs.module_command(
+            "minloop.bench.servers", "--loop", loop, "--kind", "protocol", "--count",
+            *pin.args(pin.server)))
+    except procs.ServerProcess.Unsupported as exc:
+        return {"na": str(exc)}
+    except procs.ServerProcess.Failed as exc:
+        return {"error": str(exc)}
+    client = None
+    try:
+        server.request("gc")
+        time.sleep(SETTLE)
+        before = server.request("gc")
+        client = subprocess.Popen(
+            [sys.executable, client_module.__file__, "--address", "-", "--mode", "idle",
+             "--conns", str(row.conns), *pin.args(pin.client)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client.stdin.write(json.dumps(server.address) + "\n")
+        client.stdin.flush()
+        # The client connects in batches and waits for a line before each
+        # next one: the server accepts every batch before the next arrives,
+        # so its accept queue never overflows (a connection dropped from a
+        # full queue looks connected to the client and is never accepted).
+        total = 0
+        while total < row.conns:
+            said = client.stdout.readline()
+            try:
+                total = json.loads(said)["connected"]
+            except (ValueError, KeyError, TypeError):
+                return {"error": f"load generator: {said.strip() or client.stderr.read()}"}
+            deadline = time.monotonic() + 30.0
+            while (now := server.request("gc"))["conns"] < total:
+                if time.monotonic() > deadline:
+                    return {"error": f"the server accepted {now['conns']} of {total} "
+                                     f"connections in 30 s"}
+                time.sleep(0.05)
+            if total < row.conns:
+                client.stdin.write("more\n")
+                client.stdin.flush()
+        time.sleep(SETTLE)
+        after = server.request("gc")
+    except procs.ServerProcess.Failed as exc:
+        return {"error": str(exc)}
+    finally:
+        if client is not None:
+            try:
+                client.stdin.close()
+                client.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                client.kill()
+                client.wait()
+        server.stop()
+    if before["rss"] is None or after["rss"] is None:
+        return {"na": "no /proc/self/status to read the resident set from"}
+    problems = server.problems()
+    if after["conns"] != row.conns:
+        problems.append(f"{after['conns']} connections open at the end, not {row.conns}")
+    return {"rate": (after["rss"] - before["rss"]) / row.conns, "rss_before": before["rss"],
+            "rss_after": after["rss"], "conns": after["conns"], "problems": problems}
 
 
 # ---------------------------------------------------------------------------
@@ -202,48 +396,74 @@ def summarise(cell: dict) -> None:
     """Medians of the samples' figures, and the rounds' spread of the rate."""
     samples = cell["samples"]
     cell["median"] = {}
-    for key in ("rate", "client_util", "server_util", "other_load"):
+    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None
+    # Collections per generation, and per-phase times: medians of each part.
+    for key in ("gc", "gc_fire"):
+        lists = [s[key] for s in samples if s.get(key) is not None]
+        if lists:
+            cell["median"][key] = [statistics.median(g) for g in zip(*lists)]
+    phases = [s["phases_ms"] for s in samples if s.get("phases_ms")]
+    if phases:
+        cell["median"]["phases_ms"] = {k: statistics.median(p[k] for p in phases)
+                                       for k in phases[0]}
     rates = [s["rate"] for s in samples]
     cell["spread"] = (max(rates) - min(rates)) / statistics.median(rates) if rates else None
 
 
+def _finish_row(row: Row, cells: dict, settings: Settings) -> dict:
+    for cell in cells.values():
+        summarise(cell)
+    entry = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
+    if row.group in ("core", "scale"):
+        entry["n"] = core_size(row, settings.quick)
+    entry["ratios"] = report.ratios(entry)
+    entry["ratio_ranges"] = report.ratio_ranges(entry)
+    return entry
+
+
 def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
-             progress: report.Progress) -> dict:
-    results = {}
+             progress: report.Progress, results: dict) -> dict:
+    """Measure rows into results (row id -> entry), loops taking turns within
+    each round.  Interrupted (KeyboardInterrupt), results keep every finished
+    row and the finished rounds of the row under way, and the interrupt
+    propagates."""
     for row in rows:
         cells = {name: {"samples": [], "errors": [], "problems": [], "na": None}
                  for name in loop_names}
         if row.needs and importlib.util.find_spec(row.needs) is None:
             for cell in cells.values():
                 cell["na"] = f"{row.needs} is not installed"
-        for round_ in range(1, settings.rounds + 1):
-            for name in loop_names:
-                cell = cells[name]
-                if cell["na"]:  # it will not become available next round
+        try:
+            for round_ in range(1, settings.rounds + 1):
+                for name in loop_names:
+                    cell = cells[name]
+                    if cell["na"]:  # it will not become available next round
+                        progress.step()
+                        continue
+                    progress.show(row.id, round_, settings.rounds, name)
+                    if row.group in ("core", "scale"):
+                        answer = measure_core(row, name, settings)
+                    elif row.group == "memory":
+                        answer = measure_idle(row, name, settings)
+                    else:
+                        answer = measure_net(row, name, settings)
                     progress.step()
-                    continue
-                progress.show(row.id, round_, settings.rounds, name)
-                if row.group == "core":
-                    answer = measure_core(row, name, settings)
-                else:
-                    answer = measure_net(row, name, settings)
-                progress.step()
-                if "na" in answer:
-                    cell["na"] = answer["na"]
-                elif "error" in answer:
-                    cell["errors"].append(f"round {round_}: {answer['error']}")
-                else:
-                    answer["round"] = round_
-                    cell["samples"].append(answer)
-                    cell["problems"] += [f"round {round_}: {p}" for p in answer["problems"]]
-        for cell in cells.values():
-            summarise(cell)
-        results[row.id] = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
-        if row.group == "core":
-            results[row.id]["n"] = core_size(row, settings.quick)
-        results[row.id]["ratios"] = report.ratios(results[row.id])
+                    if "na" in answer:
+                        cell["na"] = answer["na"]
+                    elif "error" in answer:
+                        cell["errors"].append(f"round {round_}: {answer['error']}")
+                    else:
+                        answer["round"] = round_
+                        cell["samples"].append(answer)
+                        cell["problems"] += [f"round {round_}: {p}"
+                                             for p in answer["problems"]]
+        except KeyboardInterrupt:
+            if any(c["samples"] for c in cells.values()):
+                results[row.id] = _finish_row(row, cells, settings)
+            raise
+        results[row.id] = _finish_row(row, cells, settings)
     return results
 
 
@@ -259,28 +479,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the environment, every round's figures, medians "
                              "and ratios as JSON")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help='also draw the ratios as a bar chart (needs matplotlib: '
-                             'pip install "minloop[plot]")')
+                        help='also draw minloop\'s ratios, a panel per group, as .png, .svg, '
+                             '.pdf, ... (needs matplotlib: pip install "minloop[plot]")')
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s; "
                              "those not installed are skipped)")
     parser.add_argument("--only", metavar="ROWS",
-                        help="comma-separated row ids, groups (core, net) or patterns "
-                             "instead of the standard set (--list shows them)")
-    parser.add_argument("--rounds", type=int,
+                        help="comma-separated row ids, groups (core, scale, memory, net) or "
+                             "patterns instead of every row (--list shows them; without "
+                             "--only or --quick the run takes roughly 25 minutes)")
+    parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
-                        help="timed seconds per network run (default 0.3, or 0.15 with --quick)")
+                        help="timed seconds per network run (default 0.3, or 0.15 with "
+                             "--quick; at least 1 with 1,000 connections and more)")
     parser.add_argument("--no-pin", action="store_true",
-                        help="do not pin the server and the load generator to CPUs")
+                        help="do not pin the server, the load generator and the scale "
+                             "runs to CPUs")
     parser.add_argument("--list", action="store_true", help="list the rows and exit")
 
 
+def _check_output(parser: argparse.ArgumentParser, option: str, path: str) -> None:
+    """Refuse now, before any measuring, a file that could not be written later."""
+    where = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        parser.error(f"{option} {path}: is a directory")
+    if not os.path.isdir(where):
+        parser.error(f"{option} {path}: no such directory: {where}")
+    if not os.access(where, os.W_OK | os.X_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)):
+        parser.error(f"{option} {path}: not writable")
+
+
+def _check_plot(parser: argparse.ArgumentParser, path: str) -> None:
+    _check_output(parser, "--plot", path)
+    try:
+        formats = report.plot_formats()
+    except report.PlotUnavailable as exc:
+        parser.error(f"--plot needs matplotlib ({exc}): pip install \"minloop[plot]\"")
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if ext not in formats:
+        parser.error(f"--plot {path}: the file name must end in one of "
+                     + ", ".join("." + f for f in sorted(formats)))
+
+
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        rows = select_rows(args.only, args.quick)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.list:
-        for row in ROWS.values():
+        for row in rows:
             mark = "*" if row.quick else " "
-            print(f"{row.id:<24} {mark} {row.doc}")
+            print(report.list_line(row.id, mark, row.doc))
         print("\n* in the --quick set")
         return 0
     names = [s.strip() for s in args.loops.split(",") if s.strip()]
@@ -288,14 +539,16 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if unknown or not names:
         parser.error(f"unknown loop(s): {', '.join(unknown) or '(none)'}; "
                      f"known: {', '.join(loops.NAMES)}")
-    try:
-        rows = select_rows(args.only, args.quick)
-    except ValueError as exc:
-        parser.error(str(exc))
-    rounds = args.rounds or (3 if args.quick else 5)
-    duration = args.duration or (0.15 if args.quick else 0.3)
-    if rounds < 1 or duration <= 0:
-        parser.error("--rounds and --duration must be positive")
+    rounds = args.rounds if args.rounds is not None else (3 if args.quick else 5)
+    duration = args.duration if args.duration is not None else (0.15 if args.quick else 0.3)
+    if rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if duration <= 0:
+        parser.error("--duration must be positive")
+    if args.json:
+        _check_output(parser, "--json", args.json)
+    if args.plot:
+        _check_plot(parser, args.plot)
     settings = Settings(args.quick, rounds, duration, 0.05 if args.quick else 0.1,
                         procs.Pinning(not args.no_pin))
 
@@ -308,23 +561,39 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 1
 
     progress = report.Progress(len(rows) * rounds * len(available))
-    results = run_rows(rows, available, settings, progress)
-    progress.finish()
+    results: dict = {}
+    interrupted = False
+    try:
+        run_rows(rows, available, settings, progress, results)
+    except KeyboardInterrupt:
+        interrupted = True
+        progress.interrupted(len(results))
+    else:
+        progress.finish()
+    if not results:
+        return 130 if interrupted else 1
 
     print(report.table(results, available))
-    print()
-    print(report.notes(results, available, settings))
+    for part in (report.details(results, available),
+                 report.notes(results, available, settings),
+                 report.summary(results, available)):
+        if part:
+            print()
+            print(part)
 
-    status = 0 if report.ok(results) else 1
+    status = 130 if interrupted else (0 if report.ok(results) else 1)
     if args.json:
-        report.write_json(args.json, machine, probes, settings, results)
+        report.write_json(args.json, machine, probes, settings, results,
+                          interrupted=interrupted)
         print(f"\nwrote {args.json}")
     if args.plot:
+        versions = {n: probes[n]["version"] for n in available}
         try:
-            report.plot(args.plot, results, available)
-        except report.PlotUnavailable as exc:
-            print(f"minloop bench: --plot needs matplotlib ({exc}): "
-                  f'pip install "minloop[plot]"', file=sys.stderr)
+            report.plot(args.plot, results, available,
+                        dict(machine, rounds=rounds, versions=versions))
+        except Exception as exc:  # checked before measuring; this is rarer (disk full)
+            print(f"minloop bench: --plot {args.plot}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
             return 1
         print(f"wrote {args.plot}")
     return status

@@ -25,6 +25,40 @@ Step = Callable[[], None]
 Setup = Callable[[asyncio.AbstractEventLoop, int], "tuple[Step, Step]"]
 
 SEED = 20240601  # Fixed, so every loop and every round sees the same timers.
+MAX_DELAY = 0.050  # the scale workloads' random delays: up to 50 ms
+
+
+class GcCounter:
+    """Collections of the cyclic GC per generation, counted by a gc.callbacks
+    hook while installed.  The scale workloads run with the collector on, at
+    its default thresholds, as every program does: what a loop allocates and
+    keeps tracked shows up here, and in the timings."""
+
+    def __init__(self):
+        self.counts = [0, 0, 0]
+
+    def _hook(self, phase, info):
+        if phase == "start":
+            self.counts[info["generation"]] += 1
+
+    def __enter__(self):
+        gc.callbacks.append(self._hook)
+        return self
+
+    def __exit__(self, *exc):
+        gc.callbacks.remove(self._hook)
+
+    def snapshot(self) -> list:
+        return list(self.counts)
+
+
+# Installed by run() around the timed part; workloads that time phases of
+# their own read it for the collections within a phase.
+GC = GcCounter()
+
+
+def _since(before: list) -> list:
+    return [now - then for now, then in zip(GC.counts, before)]
 
 
 class Misbehaved(AssertionError):
@@ -262,6 +296,182 @@ def gather_tasks(loop, n):
 
 
 # ---------------------------------------------------------------------------
+# Scale: many tasks, many live timers, many ready callbacks at once
+# ---------------------------------------------------------------------------
+#
+# These hold what they create the way real code does (tasks gathered, timer
+# handles kept in a list as ``self._h = loop.call_later(...)`` keeps them),
+# so that a loop whose objects the cyclic GC must traverse pays for it here.
+
+
+def tasks_sleep_twice(loop, n):
+    """n tasks each sleeping twice (random delays up to 50 ms), gathered."""
+    rng = random.Random(SEED)
+    delays = [(rng.uniform(0.0, MAX_DELAY), rng.uniform(0.0, MAX_DELAY)) for _ in range(n)]
+    results = []
+
+    async def sleeper(i, first, second):
+        await asyncio.sleep(first)
+        await asyncio.sleep(second)
+        return i
+
+    async def main():
+        create_task = loop.create_task
+        tasks = [create_task(sleeper(i, a, b)) for i, (a, b) in enumerate(delays)]
+        results.extend(await asyncio.gather(*tasks))
+
+    def go():
+        loop.run_until_complete(main())
+
+    def verify():
+        _expect(results == list(range(n)), "gather returned wrong or misordered results")
+
+    return go, verify
+
+
+def timers_held_cancel_half(loop, n):
+    """n call_later (random delays up to 50 ms), handles held; a random half cancelled.
+
+    Phases (figures): schedule all n keeping every handle, cancel a random
+    half, then fire: until the last survivor ran.  The collections the GC ran
+    while firing are counted on their own.
+    """
+    rng = random.Random(SEED)
+    delays = [rng.uniform(0.0, MAX_DELAY) for _ in range(n)]
+    doomed = rng.sample(range(n), n // 2)
+    doomed_set = set(doomed)
+    survivors = n - n // 2
+    handles = []  # every handle, cancelled or not, held to the end
+    fired = 0
+    wrongly_fired = 0
+    marks = {}
+
+    def fire():
+        nonlocal fired
+        fired += 1
+        if fired == survivors:
+            marks["fired"] = time.perf_counter()
+            marks["gc_fire"] = _since(marks["gc_cancelled"])
+            loop.stop()
+
+    def cancelled_fired():
+        nonlocal wrongly_fired
+        wrongly_fired += 1
+
+    callbacks = [cancelled_fired if i in doomed_set else fire for i in range(n)]
+
+    def arm():
+        marks["start"] = time.perf_counter()
+        call_later = loop.call_later
+        append = handles.append
+        for delay, callback in zip(delays, callbacks):
+            append(call_later(delay, callback))
+        marks["scheduled"] = time.perf_counter()
+        for i in doomed:
+            handles[i].cancel()
+        marks["cancelled"] = time.perf_counter()
+        marks["gc_cancelled"] = GC.snapshot()
+
+    def go():
+        loop.call_soon(arm)
+        loop.run_forever()
+
+    def verify():
+        _expect(not wrongly_fired, f"{wrongly_fired} cancelled timers ran")
+        _expect(fired == survivors, f"{fired} firings of {survivors} live timers")
+
+    def figures():
+        return {"phases_ms": {
+                    "schedule": (marks["scheduled"] - marks["start"]) * 1e3,
+                    "cancel": (marks["cancelled"] - marks["scheduled"]) * 1e3,
+                    "fire": (marks["fired"] - marks["cancelled"]) * 1e3},
+                "gc_fire": marks["gc_fire"]}
+
+    return go, verify, figures
+
+
+def timers_fire_due(loop, n):
+    """n call_later (random delays up to 50 ms), handles held, fired once all are due.
+
+    Only the firing is timed: after scheduling, the arming callback blocks
+    until every deadline has passed, so the loop then finds n due timers and
+    runs them back to back.  The figure is timers fired per second; its
+    inverse is the per-timer firing cost at n live timers.
+    """
+    rng = random.Random(SEED)
+    delays = [rng.uniform(0.0, MAX_DELAY) for _ in range(n)]
+    handles = []
+    fired = 0
+    marks = {}
+
+    def fire():
+        nonlocal fired
+        fired += 1
+        if fired == n:
+            marks["fired"] = time.perf_counter()
+            marks["gc_fire"] = _since(marks["gc_due"])
+            loop.stop()
+
+    def arm():
+        call_later = loop.call_later
+        append = handles.append
+        for delay in delays:
+            append(call_later(delay, fire))
+        # Past the last deadline by the loop's clock and by ours (uvloop's
+        # clock may lag: it is read once per iteration); 2 ms for rounding.
+        time.sleep(MAX_DELAY + 0.002)
+        marks["due"] = time.perf_counter()
+        marks["gc_due"] = GC.snapshot()
+
+    def go():
+        loop.call_soon(arm)
+        loop.run_forever()
+
+    def verify():
+        _expect(fired == n, f"{fired} firings of {n} timers")
+
+    def figures():
+        seconds = marks["fired"] - marks["due"]
+        return {"seconds": seconds, "ns_per_timer": seconds / n * 1e9,
+                "gc_fire": marks["gc_fire"]}
+
+    return go, verify, figures
+
+
+CHAINS = 100
+
+
+def call_soon_chains(loop, n):
+    """n callbacks in 100 parallel chains, each scheduling the next of its chain.
+
+    About 100 callbacks are ready at every iteration of the loop.
+    """
+    count = 0
+    last = n - CHAINS  # the callbacks up to here schedule a successor
+
+    def step():
+        nonlocal count
+        count += 1
+        if count <= last:
+            loop.call_soon(step)
+        elif count == n:
+            loop.stop()
+
+    def start():
+        for _ in range(CHAINS):
+            loop.call_soon(step)
+
+    def go():
+        loop.call_soon(start)
+        loop.run_forever()
+
+    def verify():
+        _expect(count == n, f"ran {count} of {n} chained callbacks")
+
+    return go, verify
+
+
+# ---------------------------------------------------------------------------
 # Threads
 # ---------------------------------------------------------------------------
 
@@ -324,28 +534,57 @@ WORKLOADS = {
         Workload("sleep0_pingpong", sleep0_pingpong, 200_000, 1_000),
         Workload("gather_tasks", gather_tasks, 100_000, 1_000),
         Workload("call_soon_threadsafe", call_soon_threadsafe, 200_000, 1_000),
+        # Scale: their n is the point, the bench runs them whole.
+        Workload("tasks_sleep_twice", tasks_sleep_twice, 100_000, 1_000),
+        Workload("timers_held_cancel_half", timers_held_cancel_half, 200_000, 1_000),
+        Workload("timers_fire_due", timers_fire_due, 200_000, 1_000),
+        Workload("call_soon_chains", call_soon_chains, 1_000_000, 1_000),
     )
 }
 
 
-def run(workload: Workload, loop_factory, n: int) -> float:
-    """Run one workload of size n on a new loop; return the seconds ``go`` took.
+# The loop-core set (README.md's "Loop core" table) and the scale set
+# (issue 10's workloads, run whole by ``python -m minloop bench``).
+CORE = ("call_soon_chain", "call_soon_wide", "call_later_cancel", "call_at_churn",
+        "sleep0_pingpong", "gather_tasks", "call_soon_threadsafe")
+SCALE = ("tasks_sleep_twice", "timers_held_cancel_half", "timers_fire_due", "call_soon_chains")
+GROUPS = {"core": CORE, "scale": SCALE}
 
-    Raises Misbehaved (with the timing in ``.seconds``) if verify() fails.
+
+def measure(workload: Workload, loop_factory, n: int) -> dict:
+    """Run one workload of size n on a new loop, the collector on.
+
+    Returns {"seconds": the time of ``go`` (or the workload's own timed
+    part), "gc": collections per generation during ``go``, any figures the
+    workload adds}.  Raises Misbehaved (with that dict in ``.figures``) if
+    verify() fails.
     """
     loop = loop_factory()
     try:
-        go, verify = workload.setup(loop, n)
+        parts = workload.setup(loop, n)
+        go, verify = parts[:2]
+        figures = parts[2] if len(parts) > 2 else dict
         # Start from a clean heap so one run's garbage is not the next's pause.
         gc.collect()
-        start = time.perf_counter()
-        go()
-        seconds = time.perf_counter() - start
+        with GC:
+            before = GC.snapshot()
+            start = time.perf_counter()
+            go()
+            seconds = time.perf_counter() - start
+            collections = _since(before)
+        result = {"seconds": seconds, "gc": collections}
         try:
             verify()
         except Misbehaved as exc:
+            exc.figures = result
             exc.seconds = seconds
             raise
-        return seconds
+        result.update(figures())
+        return result
     finally:
         loop.close()
+
+
+def run(workload: Workload, loop_factory, n: int) -> float:
+    """measure(), returning only the seconds."""
+    return measure(workload, loop_factory, n)["seconds"]

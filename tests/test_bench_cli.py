@@ -1,0 +1,484 @@
+"""python -m minloop bench: the command line, the report and the rows.
+
+Reduced sets (one round, tiny network windows, tiny sizes): these check that
+the pieces fit and what the command prints, never how fast anything is.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import minloop
+from minloop.bench import loops, procs, report, suite, workloads
+
+# These start interpreters, servers and load generators: seconds each on a
+# quiet machine, more on a shared one.
+pytestmark = pytest.mark.timeout(120)
+
+BENCH_FAST = ('--quick', '--rounds', '1', '--duration', '0.05', '--loops', 'asyncio,minloop')
+
+
+def run_cli(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, '-m', 'minloop', *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def table_line(stdout, rid):
+    return next(line for line in stdout.splitlines() if line.startswith(rid + ' '))
+
+
+def test_bench_quick_prints_the_table_and_writes_json(tmp_path):
+    out = tmp_path / 'bench.json'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,tcp-protocol-1k-c1',
+                   '--json', str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    head = next(line for line in lines if line.startswith('row '))
+    assert head.split() == ['row', 'asyncio', 'minloop', 'asyncio']
+    assert 'minloop vs' in lines[lines.index(head) - 1]
+    for rid in ('call_soon_chain', 'tcp-protocol-1k-c1'):
+        row = table_line(proc.stdout, rid)
+        assert 'FAILED' not in row and row.rstrip().split()[-1] != '-', row
+    assert 'load generator' in proc.stdout and 'server CPU per round trip' in proc.stdout
+    assert 'runs in' in proc.stderr  # the progress report's last line
+
+    data = json.loads(out.read_text())
+    env = data['environment']
+    assert env['minloop'] == minloop.__version__ and env['rounds'] == 1 and env['quick']
+    assert env['loops']['minloop']['available'] and 'python' in env
+    assert set(data['rows']) == {'call_soon_chain', 'tcp-protocol-1k-c1'}
+    core = data['rows']['call_soon_chain']
+    (sample,) = core['cells']['minloop']['samples']
+    assert sample['round'] == 1 and sample['seconds'] > 0 and sample['rate'] > 0
+    assert len(sample['gc']) == 3
+    assert core['cells']['asyncio']['median']['rate'] > 0
+    assert core['ratios']['asyncio'] > 0
+    lo, hi = core['ratio_ranges']['asyncio']
+    assert lo == hi == pytest.approx(core['ratios']['asyncio'])  # one round
+    net = data['rows']['tcp-protocol-1k-c1']
+    (sample,) = net['cells']['minloop']['samples']
+    assert sample['round_trips'] > 0 and 0 <= sample['client_cpu']
+    assert net['client_cpu_peak'] is not None and net['row']['unit'] == 'round trips/s'
+
+
+def test_bench_output_fits_80_columns_and_ends_with_a_summary():
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain,timers-1k-fire')
+    assert proc.returncode == 0, proc.stderr
+    wide = [line for line in proc.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide
+    tail = proc.stdout.rstrip().splitlines()
+    assert tail[-3].startswith('summary: geometric mean per group')
+    assert tail[-2].split()[:4] == ['core', tail[-2].split()[1], 'vs', 'asyncio']
+    assert tail[-1].split()[0] == 'scale' and '(1 row)' in tail[-1]
+
+
+def test_bench_plot_without_matplotlib_fails_before_measuring(tmp_path):
+    # A matplotlib that cannot be imported shadows any installed one.
+    fake = tmp_path / 'fake' / 'matplotlib'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('No module named matplotlib')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path / 'fake')] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   '--plot', str(tmp_path / 'ratios.png'), env=env)
+    assert proc.returncode == 2
+    assert 'pip install "minloop[plot]"' in proc.stderr
+    assert 'runs in' not in proc.stderr and proc.stdout == ''  # nothing was measured
+    assert not (tmp_path / 'ratios.png').exists()
+
+
+def test_bench_row_a_loop_cannot_run_is_na_not_a_failure(tmp_path):
+    # An httptools that cannot be imported: the HTTP servers cannot start.
+    fake = tmp_path / 'fake' / 'httptools'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("raise ImportError('no httptools here')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / 'fake'))
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'http-c16', env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert table_line(proc.stdout, 'http-c16').split()[1:3] == ['n/a', 'n/a']
+    assert 'no httptools here' in proc.stdout
+    assert 'FAILED' not in proc.stdout
+
+
+def test_bench_plot_draws_the_ratios(tmp_path):
+    pytest.importorskip('matplotlib')
+    png = tmp_path / 'ratios.png'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain', '--plot', str(png))
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_bench_unknown_option_is_a_usage_error():
+    proc = run_cli('bench', '--no-such-option')
+    assert proc.returncode == 2
+    assert 'unrecognized arguments: --no-such-option' in proc.stderr
+
+
+def test_bench_unknown_row_or_loop_is_a_usage_error():
+    proc = run_cli('bench', '--only', 'no_such_row')
+    assert proc.returncode == 2 and 'no row matches' in proc.stderr
+    proc = run_cli('bench', '--loops', 'tokio')
+    assert proc.returncode == 2 and 'unknown loop' in proc.stderr
+
+
+def test_bench_list_names_the_standard_set():
+    proc = run_cli('bench', '--list')
+    assert proc.returncode == 0
+    for rid in ('call_soon_chain', 'call_later_cancel', 'sleep0_pingpong',
+                'tcp-protocol-1k-c16', 'tcp-streams-1k-c16', 'http-pipe8-c16',
+                'tasks-100k-sleep2', 'timers-200k-cancel-half', 'timers-1k-fire',
+                'timers-200k-fire', 'callbacks-1m-chains100', 'tasks-100k-gather'):
+        assert rid in proc.stdout
+    assert max(map(len, proc.stdout.splitlines())) <= 80
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self._tty = tty
+
+    def isatty(self):
+        return self._tty
+
+
+@pytest.mark.parametrize('tty', [True, False])
+def test_bench_progress_is_one_rewritten_line_on_a_tty(tty):
+    stream = _Stream(tty)
+    progress = report.Progress(4, stream)
+    for row in ('a', 'b'):
+        for loop in ('asyncio', 'minloop'):
+            progress.show(row, 1, 1, loop)
+            progress.step()
+    progress.finish()
+    text = stream.getvalue()
+    if tty:
+        assert text.count('\r') == 5 and text.count('\n') == 1  # four updates, one clear
+    else:
+        assert '\r' not in text
+        assert text.count('\n') == 3  # one line per row, and the total
+    assert text.rstrip().endswith('s') and '4 runs in' in text
+
+
+def _net_entry(util, server_us=5.0):
+    cells = {n: {'samples': [{'rate': 1.0, 'client_util': util, 'round': 1}],
+                 'errors': [], 'problems': [], 'na': None, 'spread': 0.0,
+                 'median': {'rate': 1.0, 'client_util': util, 'server_us': server_us}}
+             for n in ('asyncio', 'minloop')}
+    return {'row': {'group': 'net', 'unit': 'round trips/s'}, 'cells': cells,
+            'ratios': {'asyncio': 1.0}}
+
+
+class _Settings:
+    rounds = 1
+    pin = procs.Pinning()
+
+
+def test_bench_flags_a_saturated_load_generator():
+    results = {'busy-row': _net_entry(0.97), 'calm-row': _net_entry(0.30)}
+    details = report.details(results, ['asyncio', 'minloop'])
+    assert table_line(details, 'busy-row').endswith('97% sat')
+    assert table_line(details, 'calm-row').endswith('30%')
+    notes = report.notes(results, ['asyncio', 'minloop'], _Settings)
+    assert 'busy-row (97%' in notes and 'not the bottleneck' not in notes
+    results = {'calm-row': _net_entry(0.30)}
+    assert 'not the bottleneck' in report.notes(results, ['asyncio', 'minloop'], _Settings)
+
+
+# --- the scale rows' workloads, at tiny sizes ---------------------------------
+
+SMOKE_LOOPS = ('asyncio', 'minloop')
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('workload', ['tasks_sleep_twice', 'timers_held_cancel_half',
+                                      'timers_fire_due', 'call_soon_chains', 'gather_tasks'])
+def test_scale_workload_runs_and_counts_collections(workload, loop_name):
+    result = workloads.measure(workloads.WORKLOADS[workload], loops.factory(loop_name), 2000)
+    assert result['seconds'] > 0
+    assert len(result['gc']) == 3 and all(c >= 0 for c in result['gc'])
+    if workload == 'timers_held_cancel_half':
+        phases = result['phases_ms']
+        assert set(phases) == {'schedule', 'cancel', 'fire'}
+        assert all(v >= 0 for v in phases.values())
+        assert len(result['gc_fire']) == 3
+    if workload == 'timers_fire_due':
+        assert result['ns_per_timer'] == pytest.approx(result['seconds'] / 2000 * 1e9)
+        assert len(result['gc_fire']) == 3
+
+
+def test_gc_counter_counts_collections_per_generation():
+    with workloads.GC:
+        before = workloads.GC.snapshot()
+        import gc
+        gc.collect(0)
+        gc.collect(2)
+        assert workloads._since(before) == [1, 0, 1]
+    gc.collect()
+    assert workloads._since(before) == [1, 0, 1]  # not counting once removed
+
+
+def test_scale_workloads_catch_a_wrong_outcome():
+    # A loop that never runs call_soon callbacks given by call_later's handles
+    # cannot pass: verify() notices what did not happen.
+    class Lossy(asyncio_loop_type()):
+        def call_later(self, delay, callback, *args, **kw):
+            handle = super().call_later(delay, callback, *args, **kw)
+            if callback.__name__ == 'fire' and not getattr(self, '_dropped', False):
+                self._dropped = True
+                handle.cancel()
+                self.call_later(0.06, self.stop)
+            return handle
+
+    with pytest.raises(workloads.Misbehaved, match='firings'):
+        workloads.measure(workloads.WORKLOADS['timers_held_cancel_half'], Lossy, 200)
+
+
+def asyncio_loop_type():
+    import asyncio
+    return asyncio.SelectorEventLoop
+
+
+def test_scale_rows_run_whole_in_every_profile():
+    for rid in ('tasks-100k-sleep2', 'timers-200k-cancel-half', 'timers-200k-fire',
+                'callbacks-1m-chains100', 'tasks-100k-gather'):
+        row = suite.ROWS[rid]
+        assert row.group == 'scale'
+        assert suite.core_size(row, quick=True) == suite.core_size(row, quick=False) == row.n
+    assert suite.ROWS['timers-1k-fire'].n == 1000
+
+
+def test_bench_scale_row_reports_collections():
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'timers-1k-fire')
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert 'GC collections during each run' in out
+    gc_line = table_line(out.split('GC collections')[1], 'timers-1k-fire')
+    assert all(len(cell.split('/')) == 3 for cell in gc_line.split()[1:])
+
+
+def _scale_entry(workload, n, rid):
+    """A results entry for rid from one tiny measurement per loop."""
+    cells = {}
+    for name in SMOKE_LOOPS:
+        sample = workloads.measure(workloads.WORKLOADS[workload], loops.factory(name), n)
+        sample.update(rate=n / sample['seconds'], round=1)
+        cell = {'samples': [sample], 'errors': [], 'problems': [], 'na': None}
+        suite.summarise(cell)
+        cells[name] = cell
+    entry = {'row': {'group': 'scale', 'unit': 'timers/s'}, 'cells': cells}
+    entry['ratios'] = report.ratios(entry)
+    return entry
+
+
+def test_report_shows_the_phases_and_the_firing_cost_per_timer():
+    results = {'timers-200k-cancel-half': _scale_entry('timers_held_cancel_half', 2000,
+                                                       'timers-200k-cancel-half'),
+               'timers-1k-fire': _scale_entry('timers_fire_due', 500, 'timers-1k-fire'),
+               'timers-200k-fire': _scale_entry('timers_fire_due', 2000, 'timers-200k-fire')}
+    out = report.details(results, list(SMOKE_LOOPS))
+    assert max(map(len, out.splitlines())) <= 80
+    phases = out.split('by phase')[1].splitlines()
+    assert phases[1].split() == ['loop', 'schedule', 'cancel', 'fire', 'GC', 'firing']
+    assert [line.split()[0] for line in phases[2:4]] == ['asyncio', 'minloop']
+    assert all(len(line.split()) == 5 for line in phases[2:4])
+    cost = out.split('per-timer firing cost')[1].splitlines()
+    assert cost[1].split()[:4] == ['loop', '1k', '200k', '200k/1k']
+    asyncio_line = cost[2].split()
+    assert asyncio_line[0] == 'asyncio' and asyncio_line[3].endswith('x')
+    small = results['timers-1k-fire']['cells']['asyncio']['median']['rate']
+    assert int(asyncio_line[1]) == round(1e9 / small)
+
+
+# --- the command line refuses early what it could not do late -----------------
+
+
+def test_bench_rounds_zero_is_refused_like_a_negative_duration():
+    proc = run_cli('bench', '--rounds', '0')
+    assert proc.returncode == 2 and '--rounds must be at least 1' in proc.stderr
+    proc = run_cli('bench', '--duration', '-1')
+    assert proc.returncode == 2 and '--duration must be positive' in proc.stderr
+
+
+def test_bench_list_honours_only():
+    proc = run_cli('bench', '--list', '--only', 'timers-*')
+    assert proc.returncode == 0
+    ids = [line.split()[0] for line in proc.stdout.splitlines()
+           if line and not line.startswith((' ', '*'))]
+    assert ids == ['timers-200k-cancel-half', 'timers-1k-fire', 'timers-200k-fire']
+
+
+@pytest.mark.parametrize('option', ['--json', '--plot'])
+def test_bench_unwritable_output_is_refused_before_measuring(tmp_path, option):
+    name = 'out.json' if option == '--json' else 'out.png'
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   option, str(tmp_path / 'no' / 'such' / name))
+    assert proc.returncode == 2 and 'no such directory' in proc.stderr
+    assert proc.stdout == '' and 'Traceback' not in proc.stderr
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain', option, str(tmp_path))
+    assert proc.returncode == 2 and 'is a directory' in proc.stderr
+
+
+def test_bench_plot_format_is_checked_before_measuring(tmp_path):
+    pytest.importorskip('matplotlib')
+    proc = run_cli('bench', *BENCH_FAST, '--only', 'call_soon_chain',
+                   '--plot', str(tmp_path / 'p.txt'))
+    assert proc.returncode == 2 and 'must end in one of' in proc.stderr and '.png' in proc.stderr
+    assert proc.stdout == '' and not (tmp_path / 'p.txt').exists()
+
+
+def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
+    import signal
+
+    out = tmp_path / 'partial.json'
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'minloop', 'bench', '--quick', '--rounds', '2',
+         '--loops', 'asyncio,minloop', '--only', 'call_soon_chain,sleep0_pingpong',
+         '--json', str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Not on a terminal, the progress report says each row once as it
+    # starts: once the second row starts, the first has all its rounds.
+    first = proc.stderr.readline()
+    second = proc.stderr.readline()
+    assert 'call_soon_chain' in first and 'sleep0_pingpong' in second, (first, second)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert 'Traceback' not in stderr
+    interrupted = [line for line in stderr.splitlines() if line.startswith('interrupted')]
+    assert len(interrupted) == 1
+    assert table_line(stdout, 'call_soon_chain')
+    data = json.loads(out.read_text())
+    assert data['environment']['interrupted'] is True
+    for loop_name in ('asyncio', 'minloop'):
+        samples = data['rows']['call_soon_chain']['cells'][loop_name]['samples']
+        assert [s['round'] for s in samples] == [1, 2]
+    pingpong = data['rows'].get('sleep0_pingpong', {'cells': {}})['cells']
+    assert sum(len(c['samples']) for c in pingpong.values()) < 4
+    assert all(not c['errors'] for c in pingpong.values())
+
+
+# --- the notes say what the pinning allowed ------------------------------------
+
+
+def test_bench_one_shared_cpu_is_not_called_no_bottleneck():
+    class Shared:
+        rounds = 1
+        pin = procs.Pinning()
+
+    Shared.pin.server = Shared.pin.client = None
+    Shared.pin.shared = True
+    Shared.pin.describe = 'not pinned (fewer than two usable CPUs)'
+    notes = report.notes({'calm-row': _net_entry(0.30)}, ['asyncio', 'minloop'], Shared)
+    assert 'not the bottleneck' not in notes
+    assert 'shared one CPU' in notes and 'server CPU per round trip' in notes
+
+
+@pytest.mark.skipif(not hasattr(os, 'sched_setaffinity'), reason='needs sched_setaffinity')
+def test_pinning_knows_when_both_processes_share_one_cpu():
+    cpu = min(os.sched_getaffinity(0))
+    code = ('import os; from minloop.bench import procs; '
+            f'os.sched_setaffinity(0, {{{cpu}}}); p = procs.Pinning(); '
+            'print(p.shared, p.server, p.client)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ['True', 'None', 'None']
+
+
+# --- memory and many-connection rows, at tiny sizes ----------------------------
+
+TINY = suite.Settings(quick=True, rounds=1, duration=0.05, warmup=0.02,
+                      pin=procs.Pinning(False))
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+def test_idle_connection_memory_row_measures_the_server(loop_name, monkeypatch):
+    monkeypatch.setattr(suite, 'SETTLE', 0.05)
+    row = suite.Row('idle-tcp-c200', 'memory', 'tiny', False, kind='protocol', conns=200,
+                    lower_better=True)
+    answer = suite.measure_idle(row, loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['conns'] == 200 and answer['problems'] == []
+    assert answer['rss_after'] > answer['rss_before'] > 0
+    # A connection costs the server something, and far less than a megabyte.
+    assert 0 < answer['rate'] < 1 << 20
+
+
+def test_idle_connection_rows_need_the_open_file_limit(monkeypatch):
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        pytest.skip('no hard limit on open files')
+    row = suite.Row('idle-tcp-huge', 'memory', 'tiny', False, kind='protocol', conns=hard)
+    answer = suite.measure_idle(row, 'asyncio', TINY)
+    assert 'ulimit -Hn' in answer['na']
+    assert 'ulimit -Hn' in suite.measure_net(
+        suite.Row('tcp-huge', 'net', 'tiny', False, kind='protocol', conns=hard),
+        'asyncio', TINY)['na']
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('kind,mode', [('protocol', 'echo'), ('streams', 'echo'),
+                                       ('http', 'http')])
+def test_many_connection_rows_run(kind, mode, loop_name):
+    if mode == 'http':
+        pytest.importorskip('httptools')
+    row = suite.Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
+                    min_duration=0.1)
+    answer = suite.measure_net(row, loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 300  # every connection answered at least once
+    assert answer['problems'] == []
+    if answer.get('server_us') is not None:
+        assert answer['server_us'] > 0
+
+
+def test_the_standard_rows_follow_one_naming_scheme():
+    import re
+    # The core rows keep the workload names README.md cites.
+    scheme = re.compile(r'^[a-z0-9]+(-[a-z0-9]+)+$')
+    for row in suite.ROWS.values():
+        if row.group != 'core':
+            assert scheme.match(row.id), row.id
+            assert len(row.id) <= 23, row.id  # the table's first column
+        if row.conns > 16:
+            assert row.id.endswith(f'-c{row.conns}'), row.id
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('rid', ['unix-protocol-1k-c16', 'udp-1k-s10', 'tcp-sock-1k-c16',
+                                 'tcp-buffered-64k-c1', 'pipe-streams-32x1k-c16'])
+def test_readme_network_rows_run(rid, loop_name):
+    answer = suite.measure_net(suite.ROWS[rid], loop_name, TINY)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 0 and answer['problems'] == []
+
+
+def test_full_profile_covers_the_readme_network_table():
+    # Every row of README.md's networking table, under the same name.
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          'README.md')
+    if not os.path.exists(readme):
+        pytest.skip('no README.md (an installed package)')
+    with open(readme) as f:
+        text = f.read()
+    table = text.split('### Networking', 1)[1].split('###', 1)[0]
+    ids = [line.split('|')[1].strip() for line in table.splitlines()
+           if line.startswith('| ') and not line.startswith('| row')]
+    assert ids
+    full = {row.id for row in suite.select_rows(None, quick=False)}
+    assert set(ids) <= full, set(ids) - full
+
+
+def test_a_child_killed_by_ctrl_c_interrupts_the_run_not_fails_a_round():
+    # Ctrl-C in a terminal reaches the whole process group: a child may die
+    # of it before the bench sees its own KeyboardInterrupt.
+    code = 'import os, signal; os.kill(os.getpid(), signal.SIGINT)'
+    with pytest.raises(KeyboardInterrupt):
+        procs.run_json([sys.executable, '-c', code], timeout=30)
+    # Any other death is a failed round.
+    answer = procs.run_json([sys.executable, '-c', 'raise SystemExit(3)'], timeout=30)
+    assert answer['error'].startswith('exit status 3')
