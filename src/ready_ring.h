@@ -19,6 +19,16 @@
  * lands before ring_sleep() looks (and the consumer does not block) or the
  * producer sees `sleeping` (and wakes it).
  *
+ * Closing, while other threads may still push or write to the wake-up fd:
+ * ring_close() refuses later pushes (-2) and waits until every producer
+ * that was told to wake the consumer has done so and said ring_woken(), so
+ * the loop may close its wake-up fd right after: no producer writes to an
+ * fd number the process has since reused.  (Another thread's plain wake-up,
+ * asyncio's _write_to_self(), brackets its write with ring_wake_begin() and
+ * ring_woken() for the same reason.)  Between ring_push_wake() -> 1 and
+ * ring_woken() the producer must run no Python code: ring_close() waits
+ * for it attached to the interpreter, so it must not need the interpreter.
+ *
  * Header-only so push/pop inline into the Cython hot path.
  */
 #ifndef MINLOOP_READY_RING_H
@@ -26,6 +36,7 @@
 
 #include "cross_thread.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <stddef.h>
 
@@ -39,6 +50,7 @@ typedef struct {
     int sleeping; /* the consumer is (about to be) blocked waiting for pushes */
     int closed;   /* ring_close() was called: pushes are refused */
     unsigned long wakeups;  /* pushes that found the consumer asleep */
+    unsigned long waking;   /* producers between a wake-up verdict and ring_woken() */
     xt_mutex lock;
 } ready_ring;
 
@@ -51,6 +63,7 @@ static inline void ring_init(ready_ring *r)
     r->sleeping = 0;
     r->closed = 0;
     r->wakeups = 0;
+    r->waking = 0;
     xt_init(&r->lock);
 }
 
@@ -106,8 +119,8 @@ static inline int ring_push(ready_ring *r, void *item)
 }
 
 /* ring_push() for another thread than the consumer's: 1 when the item is
- * queued and the consumer was asleep (the caller must wake it; later pushes
- * of the same sleep get 0), else as ring_push(). */
+ * queued and the consumer was asleep (the caller must wake it, then call
+ * ring_woken(); later pushes of the same sleep get 0), else as ring_push(). */
 static inline int ring_push_wake(ready_ring *r, void *item)
 {
     xt_lock(&r->lock);
@@ -115,10 +128,31 @@ static inline int ring_push_wake(ready_ring *r, void *item)
     if (rc == 0 && r->sleeping) {
         r->sleeping = 0;
         r->wakeups++;
+        XT_STORE(r->waking, r->waking + 1);
         rc = 1;
     }
     xt_unlock(&r->lock);
     return rc;
+}
+
+/* Before writing to the wake-up fd without a push: 0 when the ring is
+ * closed (do not write), else 1 (write, then call ring_woken()). */
+static inline int ring_wake_begin(ready_ring *r)
+{
+    xt_lock(&r->lock);
+    int open = !r->closed;
+    if (open)
+        XT_STORE(r->waking, r->waking + 1);
+    xt_unlock(&r->lock);
+    return open;
+}
+
+/* The wake-up ring_push_wake() or ring_wake_begin() asked for is written. */
+static inline void ring_woken(ready_ring *r)
+{
+    xt_lock(&r->lock);
+    XT_STORE(r->waking, r->waking - 1);
+    xt_unlock(&r->lock);
 }
 
 /* The oldest item, or NULL when empty (the consumer's thread). */
@@ -166,12 +200,25 @@ static inline void ring_awake(ready_ring *r)
 }
 
 /* Refuse every later push (-2): a push racing with the loop's close() either
- * lands before it, and close() drops it with the rest, or fails. */
+ * lands before it, and close() drops it with the rest, or fails.  Returns
+ * once no producer is about to write to the wake-up fd. */
 static inline void ring_close(ready_ring *r)
 {
     xt_lock(&r->lock);
     r->closed = 1;
     xt_unlock(&r->lock);
+#if XT_LOCKED
+    /* A producer's window is one write(2) with no Python code in it.  The
+     * lock, not a bare load, orders its write before our caller's close. */
+    for (;;) {
+        xt_lock(&r->lock);
+        unsigned long waking = r->waking;
+        xt_unlock(&r->lock);
+        if (!waking)
+            break;
+        sched_yield();
+    }
+#endif
 }
 
 static inline unsigned long ring_wakeups(ready_ring *r)

@@ -4,10 +4,12 @@ No free-threaded Python runs here, so the lock a free-threaded build puts in
 the ring (a PyMutex) is tested as the pthread mutex src/cross_thread.h
 substitutes under MINLOOP_XT_PTHREAD: tests/c/ring_hammer.c has 8 threads
 push while a consumer pops and sleeps on the wake-up fd, and checks every
-item arrives once and in order and no wake-up is lost; ThreadSanitizer
-watches where the compiler has it.  The control builds the same program
-with the GIL build's lock (none): TSan must see the races, or the hammer
-could not catch one.
+item arrives once and in order and no wake-up is lost, then closes the
+ring while they push and wake (no producer may write to the wake-up fd once
+close returns); ThreadSanitizer watches where the compiler has it.  The
+controls build the same program with the GIL build's lock (none: TSan must
+see the races) and with ring_close() not waiting for producers (one must
+then write to the closed fd): otherwise the hammer could not catch either.
 """
 import os
 import shutil
@@ -29,10 +31,10 @@ pytestmark = [
 ]
 
 
-def _build(tmp_path, name, flags):
+def _build(tmp_path, name, flags, src=SRC):
     exe = tmp_path / name
-    cmd = [CC, "-std=c99", "-D_GNU_SOURCE", "-g", "-I", SRC, *flags, HAMMER,
-           os.path.join(SRC, "wakeup.c"), "-o", str(exe), "-lpthread"]
+    cmd = [CC, "-std=c99", "-D_GNU_SOURCE", "-g", "-I", str(src), *flags, HAMMER,
+           os.path.join(str(src), "wakeup.c"), "-o", str(exe), "-lpthread"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     return exe if out.returncode == 0 else None
 
@@ -74,3 +76,24 @@ def test_hammer_catches_an_unlocked_ring(tmp_path):
         pytest.skip("cannot compile against Python.h here")
     out = _run(exe)
     assert out.returncode != 0, out.stdout
+
+
+def test_hammer_catches_a_close_that_does_not_wait(tmp_path):
+    """Control: if ring_close() returned without waiting, a producer would write to a closed fd."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src)
+    ring = src / "ready_ring.h"
+    text = ring.read_text()
+    wait = "        if (!waking)\n            break;"
+    assert wait in text, "ring_close() changed: update this control"
+    ring.write_text(text.replace(wait, "        break;"))
+    exe = _build(tmp_path, "hammer-nowait", ["-DMINLOOP_XT_PTHREAD", "-O2"], src=src)
+    assert exe is not None
+    # The race needs a producer descheduled at the right moment, which the
+    # hammer arranges with a nap; a busy machine may still miss it once.
+    for _ in range(5):
+        out = _run(exe)
+        if "wrote to the wake-up fd after close" in out.stderr:
+            break
+    assert out.returncode == 1, out.stdout
+    assert "wrote to the wake-up fd after close" in out.stderr
