@@ -221,6 +221,15 @@ static inline void ring_close(ready_ring *r)
 #endif
 }
 
+/* In a forked child (one thread): a lock another thread of the parent held
+ * at fork() would stay held forever, and its producers are gone. */
+static inline void ring_after_fork(ready_ring *r)
+{
+    xt_init(&r->lock);
+    r->sleeping = 0;
+    r->waking = 0;
+}
+
 static inline unsigned long ring_wakeups(ready_ring *r)
 {
     xt_lock(&r->lock);
