@@ -481,14 +481,18 @@ def test_signals_delivered_while_threads_hammer(loop):
         pushed[0] += 1
 
     def producer():
-        # Bursts, not a flood: asyncio writes a byte to its self-pipe per
-        # call, and a socketpair holds only a few hundred one-byte writes;
-        # once it is full, the signal's byte is dropped too (a lost signal,
-        # with "BlockingIOError" reported).  8 x 20 per 2 ms stays below.
+        # Bursts of 20, each waited for, not a flood: asyncio writes a byte
+        # to its self-pipe per call, and a socketpair holds only a few
+        # hundred one-byte writes; once it is full, the signal's byte is
+        # dropped too (a lost signal, "BlockingIOError" reported).  8
+        # threads x 21 calls outstanding at most stays below that.
+        ran = threading.Event()
         while not stop_pushing.is_set():
+            ran.clear()
             for _ in range(20):
                 loop.call_soon_threadsafe(bump)
-            time.sleep(0.002)
+            loop.call_soon_threadsafe(ran.set)
+            ran.wait(5)
 
     def sender():
         # One signal at a time: two pending at once would merge into one.
