@@ -2,6 +2,8 @@
 
 import asyncio
 import concurrent.futures
+import os
+import signal
 import sys
 import threading
 import time
@@ -340,3 +342,178 @@ def test_is_running_seen_from_other_thread(loop):
     loop.call_soon(lambda: threading.Thread(target=check).start())
     loop.run_forever()
     assert seen == [True]
+
+
+# ----------------------------------------------------------------------
+# The cross-thread entries under load: call_soon_threadsafe, stop() through
+# it, run_coroutine_threadsafe and signals, each from many threads at once
+# into a running loop.  With the GIL they check the hand-off's bookkeeping;
+# on a free-threaded build (the GitHub workflow's 3.14t jobs) they are the
+# races docs/threading.md is about.  Each is bounded to a second or two.
+
+def _start_all(threads):
+    for t in threads:
+        t.start()
+
+
+def _join_all(threads):
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_call_soon_threadsafe_many_threads_exactly_once_in_order(loop):
+    """16 threads push into a running loop: each callback runs once, each thread's in FIFO order."""
+    n_threads, per_thread = 16, 2000
+    got = [[] for _ in range(n_threads)]
+    remaining = [n_threads * per_thread]
+    done = loop.create_future()
+
+    def cb(i, seq):
+        got[i].append(seq)
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            done.set_result(None)
+
+    start = threading.Barrier(n_threads + 1)
+
+    def producer(i):
+        start.wait()
+        for seq in range(per_thread):
+            loop.call_soon_threadsafe(cb, i, seq)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
+    _start_all(threads)
+
+    async def main():
+        # The loop is running (and sleeping in its poller) when they start.
+        await loop.run_in_executor(None, start.wait)
+        await asyncio.wait_for(done, 20)
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        _join_all(threads)
+    assert got == [list(range(per_thread))] * n_threads
+    assert remaining == [0]
+
+
+def test_stop_through_call_soon_threadsafe_while_threads_push(loop):
+    """stop() scheduled from a thread stops run_forever; nothing pushed meanwhile is lost."""
+    n_threads, per_thread = 8, 2000
+    counts = [0] * n_threads
+    stopper_ready = threading.Event()
+
+    def cb(i):
+        counts[i] += 1
+
+    def producer(i):
+        for n in range(per_thread):
+            loop.call_soon_threadsafe(cb, i)
+            if i == 0 and n == per_thread // 2:
+                stopper_ready.set()
+
+    def stopper():
+        stopper_ready.wait(10)
+        loop.call_soon_threadsafe(loop.stop)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
+    threads.append(threading.Thread(target=stopper))
+    loop.call_soon(_start_all, threads)
+    t0 = time.monotonic()
+    loop.run_forever()     # returns once the stopper's stop() has run
+    assert time.monotonic() - t0 < 10
+    assert not loop.is_running()
+    _join_all(threads)
+    # Whatever was queued behind stop() runs on the next run, once each.
+    loop.run_until_complete(asyncio.sleep(0))
+    while sum(counts) < n_threads * per_thread:
+        before = sum(counts)
+        loop.run_until_complete(asyncio.sleep(0))
+        assert sum(counts) > before
+    assert counts == [per_thread] * n_threads
+
+
+def test_run_coroutine_threadsafe_from_many_threads(loop):
+    """8 threads x 50 run_coroutine_threadsafe: each result reaches its thread."""
+    n_threads, per_thread = 8, 50
+    results = [None] * n_threads
+    errors = []
+
+    async def square(x):
+        await asyncio.sleep(0)
+        return x * x
+
+    def client(i):
+        try:
+            futs = [asyncio.run_coroutine_threadsafe(square(i * 1000 + k), loop)
+                    for k in range(per_thread)]
+            results[i] = [f.result(10) for f in futs]
+        except BaseException as exc:   # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n_threads)]
+
+    async def main():
+        _start_all(threads)
+        await loop.run_in_executor(None, _join_all, threads)
+
+    loop.run_until_complete(asyncio.wait_for(main(), 20))
+    assert errors == []
+    assert results == [[(i * 1000 + k) ** 2 for k in range(per_thread)]
+                       for i in range(n_threads)]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
+def test_signals_delivered_while_threads_hammer(loop):
+    """Signals reach their handler, each once, while 8 threads push callbacks."""
+    n_signals, n_threads = 10, 8
+    handled = []
+    pushed = [0]
+    stop_pushing = threading.Event()
+    ack = threading.Event()
+
+    def on_signal():
+        handled.append(threading.get_ident())
+        ack.set()
+
+    def bump():
+        pushed[0] += 1
+
+    def producer():
+        # Bursts of 20, each waited for, not a flood: asyncio writes a byte
+        # to its self-pipe per call, and a socketpair holds only a few
+        # hundred one-byte writes; once it is full, the signal's byte is
+        # dropped too (a lost signal, "BlockingIOError" reported).  8
+        # threads x 21 calls outstanding at most stays below that.
+        ran = threading.Event()
+        while not stop_pushing.is_set():
+            ran.clear()
+            for _ in range(20):
+                loop.call_soon_threadsafe(bump)
+            loop.call_soon_threadsafe(ran.set)
+            ran.wait(5)
+
+    def sender():
+        # One signal at a time: two pending at once would merge into one.
+        for _ in range(n_signals):
+            ack.clear()
+            os.kill(os.getpid(), signal.SIGUSR1)
+            if not ack.wait(5):
+                break
+        stop_pushing.set()
+
+    loop.add_signal_handler(signal.SIGUSR1, on_signal)
+    threads = [threading.Thread(target=producer) for _ in range(n_threads)]
+    threads.append(threading.Thread(target=sender))
+    try:
+        async def main():
+            _start_all(threads)
+            await loop.run_in_executor(None, _join_all, threads)
+
+        loop.run_until_complete(asyncio.wait_for(main(), 20))
+    finally:
+        stop_pushing.set()
+        loop.remove_signal_handler(signal.SIGUSR1)
+    assert handled == [threading.get_ident()] * n_signals   # on the loop's thread
+    assert pushed[0] > 0

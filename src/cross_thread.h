@@ -1,0 +1,64 @@
+/* cross_thread: the one lock minloop needs where other threads hand work to a
+ * loop, and nothing at all where the GIL already serialises them.
+ *
+ * Some facts this rests on (see docs/threading.md for the whole picture):
+ *  - With the GIL, C code that calls no Python code and does not release the
+ *    GIL runs atomically with respect to every other Python thread.  The
+ *    ready ring's push and pop are such code, so on a GIL build the lock
+ *    compiles to nothing.
+ *  - A free-threaded build (Py_GIL_DISABLED, defined by pyconfig.h, so
+ *    Python.h must come first) keeps that build's layout and this lock even
+ *    when the GIL is switched back on at run time; the lock is then merely
+ *    uncontended.
+ *  - PyMutex (public since 3.13, the first version with free-threaded
+ *    builds) is one byte; a thread that must wait for it detaches from the
+ *    interpreter while parked, so waiting cannot stall a stop-the-world
+ *    pause.  The holder must not call into Python, release the GIL or block
+ *    while holding it: critical sections here are a few stores and at most
+ *    one malloc().
+ *
+ * MINLOOP_XT_PTHREAD (tests only, never set by setup.py) puts a pthread mutex
+ * in its place, so that the hand-off can be hammered by plain C threads
+ * (tests/test_cross_thread.py) on machines without a free-threaded Python.
+ */
+#ifndef MINLOOP_CROSS_THREAD_H
+#define MINLOOP_CROSS_THREAD_H
+
+#if defined(MINLOOP_XT_PTHREAD)
+#include <pthread.h>
+typedef struct { pthread_mutex_t m; } xt_mutex;
+#define XT_LOCKED 1
+static inline void xt_init(xt_mutex *l) { pthread_mutex_init(&l->m, NULL); }
+static inline void xt_lock(xt_mutex *l) { pthread_mutex_lock(&l->m); }
+static inline void xt_unlock(xt_mutex *l) { pthread_mutex_unlock(&l->m); }
+
+#else
+#include <Python.h>
+#ifdef Py_GIL_DISABLED
+typedef struct { PyMutex m; } xt_mutex;
+#define XT_LOCKED 1
+static inline void xt_init(xt_mutex *l) { l->m = (PyMutex){0}; }
+static inline void xt_lock(xt_mutex *l) { PyMutex_Lock(&l->m); }
+static inline void xt_unlock(xt_mutex *l) { PyMutex_Unlock(&l->m); }
+#else
+/* The GIL is the lock. */
+typedef struct { char unused; } xt_mutex;
+#define XT_LOCKED 0
+static inline void xt_init(xt_mutex *l) { (void)l; }
+static inline void xt_lock(xt_mutex *l) { (void)l; }
+static inline void xt_unlock(xt_mutex *l) { (void)l; }
+#endif
+#endif
+
+/* A word that other threads read without the lock (always written under
+ * it): a relaxed atomic where threads really run at once, a plain access
+ * where the GIL makes them take turns. */
+#if XT_LOCKED
+#define XT_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define XT_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#else
+#define XT_LOAD(x) (x)
+#define XT_STORE(x, v) ((x) = (v))
+#endif
+
+#endif
