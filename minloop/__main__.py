@@ -187,7 +187,9 @@ def build_parser():
                     "network servers (TCP echo over Protocol and streams, HTTP on "
                     "httptools), every run in a fresh process, medians over rounds.",
         epilog="Exit status: 0; 1 if minloop failed or misbehaved on a row (n/a is not "
-               "a failure), or --plot could not draw; 2 on a usage error.")
+               "a failure); 2 on a usage error (including a --json/--plot path, format "
+               "or plotting library that is checked and refused before measuring); "
+               "130 after Ctrl-C, with the finished rounds reported.")
     from .bench import suite
     suite.add_arguments(bench)
     bench.set_defaults(bench_parser=bench)

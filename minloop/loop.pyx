@@ -66,7 +66,10 @@ cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 cdef object _Task = _aio_tasks.Task
 cdef object _Future = _aio_futures.Future
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
-cdef object _iscoroutinefunction = _aio_coroutines.iscoroutinefunction
+# 3.14 deprecates asyncio.iscoroutinefunction() (a DeprecationWarning per
+# call) and 3.16 removes it; asyncio's own checks use the private one.
+cdef object _iscoroutinefunction = getattr(
+    _aio_coroutines, '_iscoroutinefunction', _aio_coroutines.iscoroutinefunction)
 cdef object _format_handle = _aio_base_events._format_handle
 cdef object _logger = logging.getLogger('asyncio')
 cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks

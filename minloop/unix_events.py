@@ -22,6 +22,10 @@ import warnings
 from asyncio import coroutines as _aio_coroutines
 from asyncio.log import logger
 
+# 3.14 deprecates asyncio.iscoroutinefunction() and 3.16 removes it; asyncio
+# itself checks with the private one.
+_iscoroutinefunction = getattr(_aio_coroutines, '_iscoroutinefunction',
+                               _aio_coroutines.iscoroutinefunction)
 
 def _sighandler_noop(signum, frame):
     """Dummy signal handler: the work happens in the loop."""
@@ -105,7 +109,7 @@ class SignalHandlingMixin:
         Raise RuntimeError if there is a problem setting up the handler.
         """
         if (_aio_coroutines.iscoroutine(callback) or
-                _aio_coroutines.iscoroutinefunction(callback)):
+                _iscoroutinefunction(callback)):
             raise TypeError("coroutines cannot be used "
                             "with add_signal_handler()")
         self._check_signal(sig)
