@@ -156,8 +156,9 @@ class Lines:
         self._thread.start()
 
     def _read(self, stream):
-        for line in stream:
-            self._queue.put(line)
+        with stream:   # the pipe is this reader's: closed at its end
+            for line in stream:
+                self._queue.put(line)
         self._queue.put(None)
 
     def wait_for(self, pattern, timeout):
