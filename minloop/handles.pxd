@@ -8,6 +8,9 @@ cdef extern from "Python.h":
 
 
 cdef class Handle:
+    # Fields: objects first, then the C numbers, the 4-byte ones together,
+    # so that no padding is spent between them (a transport's reader is a
+    # handle too: its size is paid per connection).
     cdef:
         readonly object _callback
         readonly tuple _args
@@ -16,9 +19,7 @@ cdef class Handle:
         # handles.pyx) that nobody may enter: the handle takes a private
         # copy when it runs or when someone asks for its context.
         object _context
-        bint _context_shared
         readonly object _loop
-        readonly bint _cancelled
         readonly object _source_traceback
         # asyncio's handles take weak references (its __slots__ has
         # __weakref__); so do ours.
@@ -26,16 +27,6 @@ cdef class Handle:
         # The repr frozen at cancel() in debug mode, as asyncio keeps it for
         # the "Executing <Handle ...> took N seconds" warning.
         object _repr
-        bint _debug
-        # How many of the loop's C containers (ready ring, timer heap, fd
-        # table) hold this handle.  While it is in any, the handle is not
-        # tracked by the cycle collector: the loop's traverse reports the
-        # handle's references instead (see loop.pyx), so a million queued
-        # callbacks do not make every collection walk a million objects.
-        unsigned int _queued
-        # Marks the handle as reported in one traverse of its loop, so a
-        # handle held twice (fd table and ready ring) is reported once.
-        unsigned long _gc_epoch
         # TimerHandle's fields.  They live here so that both types have one
         # size and share one free list (see handles.pyx); a plain Handle
         # leaves them unused.
@@ -44,6 +35,18 @@ cdef class Handle:
         # once the timer has left it; the heap holds one reference meanwhile.
         Py_ssize_t _heap_pos
         timer_heap *_heap
+        # Marks the handle as reported in one traverse of its loop, so a
+        # handle held twice (fd table and ready ring) is reported once.
+        unsigned long _gc_epoch
+        bint _context_shared
+        readonly bint _cancelled
+        bint _debug
+        # How many of the loop's C containers (ready ring, timer heap, fd
+        # table) hold this handle.  While it is in any, the handle is not
+        # tracked by the cycle collector: the loop's traverse reports the
+        # handle's references instead (see loop.pyx), so a million queued
+        # callbacks do not make every collection walk a million objects.
+        unsigned int _queued
 
     cdef int _run_callback(self) except -1
     cdef int _cancel(self) except -1
