@@ -146,6 +146,33 @@ cdef bint _any_bytes(list chunks) except -1:
     return False
 
 
+# Every connection keeps its two addresses for get_extra_info(), and the
+# socket module makes a new host string for each ('127.0.0.1': 58 bytes), yet
+# a server's own address is the same for all its connections and its clients
+# mostly come from a few hosts.  So equal host strings are shared, up to
+# _HOSTS_KEPT of them (a server facing many distinct clients keeps sharing
+# only the first ones, and never holds more).  Strings are immutable: nobody
+# can tell a shared one from a copy.
+cdef dict _hosts = {}
+cdef Py_ssize_t _HOSTS_KEPT = 256
+
+
+cdef object _share_host(object addr):
+    """addr, with its host string replaced by an equal, shared one."""
+    if type(addr) is not tuple or len(<tuple>addr) < 2 or type((<tuple>addr)[0]) is not str:
+        return addr
+    host = (<tuple>addr)[0]
+    shared = _hosts.get(host)
+    if shared is None:
+        if len(_hosts) >= _HOSTS_KEPT:
+            return addr
+        _hosts[host] = host
+        return addr
+    if shared is host:
+        return addr
+    return (shared,) + (<tuple>addr)[1:]
+
+
 cdef inline bint _would_block(int err) noexcept:
     # asyncio's transports treat InterruptedError as BlockingIOError: the
     # level-triggered poller calls again.
@@ -202,7 +229,7 @@ cdef class SocketTransport(StreamTransportBase):
         self._extra = extra
         extra['socket'] = _TransportSocket(sock)
         try:
-            extra['sockname'] = sock.getsockname()
+            extra['sockname'] = _share_host(sock.getsockname())
         except OSError:
             extra['sockname'] = None
         if 'peername' not in extra:
@@ -210,6 +237,7 @@ cdef class SocketTransport(StreamTransportBase):
                 extra['peername'] = sock.getpeername()
             except OSError:
                 extra['peername'] = None
+        extra['peername'] = _share_host(extra['peername'])
         self._loop = loop
         self._core = <LoopCore?>loop
         self._sock = sock

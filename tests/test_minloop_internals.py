@@ -535,3 +535,37 @@ def test_build_includes_epoll_pwait2():
     use nanosecond timeouts where the kernel has them."""
     from minloop.loop import _poller_probe_pwait2
     assert _poller_probe_pwait2() != -1   # -1: compiled without it
+
+
+def test_connections_share_their_host_strings(loop):
+    """Each connection keeps sockname and peername for get_extra_info(); the
+    host strings, equal for every connection here, are one object (not one
+    per connection), and the values are what the socket module gives."""
+    import asyncio
+    transports = []
+
+    class Keep(asyncio.Protocol):
+        def connection_made(self, transport):
+            transports.append(transport)
+
+    async def main():
+        srv = await loop.create_server(Keep, '127.0.0.1', 0)
+        clients = [socket.create_connection(srv.sockets[0].getsockname()) for _ in range(3)]
+        while len(transports) < 3:
+            await asyncio_sleep(0.001)
+        try:
+            for t, c in zip(transports, clients):
+                assert t.get_extra_info('peername') == c.getsockname()
+                assert t.get_extra_info('sockname') == c.getpeername()
+            hosts = {id(t.get_extra_info(k)[0]) for t in transports
+                     for k in ('peername', 'sockname')}
+            assert len(hosts) == 1
+        finally:
+            for c in clients:
+                c.close()
+            for t in transports:
+                t.close()
+            srv.close()
+            await srv.wait_closed()
+
+    loop.run_until_complete(main())
