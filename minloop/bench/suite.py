@@ -75,7 +75,8 @@ class Row:
     size: int = KiB
     depth: int = 1
     needs: str = ""     # a module the row needs importable (httptools)
-    at_once: int = 0    # spawn: processes at once (0: one after the other)
+    at_once: int = 0    # spawn: processes at once (0: one after the other);
+                        # mode "pipes": stdio as pipes, not /dev/null
     chunk: int = 0      # ospipe: bytes per write
 
     @property
@@ -284,6 +285,8 @@ def measure_other(row: Row, loop: str, settings: Settings) -> dict:
         argv = procs.module_command("minloop.bench.spawn", loop, str(amount))
         if row.at_once:
             argv += ["--concurrency", str(row.at_once)]
+        if row.mode == "pipes":
+            argv.append("--pipes")
     elif row.kind == "ospipe":
         argv = procs.module_command("minloop.bench.pipes", loop, f"{amount / MB:g}",
                                     "--chunk-kb", str(row.chunk // KiB),
@@ -542,6 +545,31 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
     return results
 
 
+def measure_rows(rows: list[Row], loop_names: list[str], settings: Settings
+                 ) -> tuple[dict, list[str], dict]:
+    """Probe the loops, then measure rows on those available (progress on
+    stderr): (probes, available loop names, results).  For the scripts in
+    benchmarks/ that run rows of their own sizes through this engine."""
+    probes = procs.probe_loops(loop_names)
+    available = [n for n in loop_names if probes[n]["available"]]
+    progress = report.Progress(len(rows) * settings.rounds * len(available))
+    results: dict = {}
+    run_rows(rows, available, settings, progress, results)
+    progress.finish()
+    return probes, available, results
+
+
+def print_report(results: dict, available: list[str], settings: Settings) -> None:
+    """The table, the details, the notes and the summary, as the bench prints them."""
+    print(report.table(results, available))
+    for part in (report.details(results, available),
+                 report.notes(results, available, settings),
+                 report.summary(results, available)):
+        if part:
+            print()
+            print(part)
+
+
 # ---------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------
@@ -649,13 +677,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not results:
         return 130 if interrupted else 1
 
-    print(report.table(results, available))
-    for part in (report.details(results, available),
-                 report.notes(results, available, settings),
-                 report.summary(results, available)):
-        if part:
-            print()
-            print(part)
+    print_report(results, available, settings)
 
     status = 130 if interrupted else (0 if report.ok(results) else 1)
     if args.json:
