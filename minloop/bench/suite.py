@@ -591,7 +591,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated row ids, groups (core, scale, memory, net, "
                              "other) or "
                              "patterns instead of every row (--list shows them; without "
-                             "--only or --quick the run takes roughly 25 minutes)")
+                             "--only or --quick the run takes roughly 27 minutes)")
     parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
