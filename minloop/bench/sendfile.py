@@ -177,8 +177,11 @@ def measure(loop_name: str, size: int, pin: procs.Pinning, where: str | None = N
     """Send a file of size bytes from LOOP in a fresh process to a fresh
     receiver: the sample {"rate" (MB/s), "seconds", "cpu", "how"}, or {"error"}."""
     path, warmup = files(size, where)
-    recv = procs.ServerProcess(procs.module_command(
-        "minloop.bench.sendfile", "--receiver", *pin.args(pin.client)))
+    try:
+        recv = procs.ServerProcess(procs.module_command(
+            "minloop.bench.sendfile", "--receiver", *pin.args(pin.client)))
+    except (procs.ServerProcess.Failed, procs.ServerProcess.Unsupported) as exc:
+        return {"error": f"receiver: {exc}"}
     try:
         answer = procs.run_json(procs.module_command(
             "minloop.bench.sendfile", "--send", loop_name, str(recv.address["port"]), path,
