@@ -542,6 +542,25 @@ def test_other_rows_run(what, loop_name):
         assert answer['bytes'] == 2 * MiB
 
 
+def test_tls_rows_make_their_certificate_outside_a_checkout(monkeypatch, tmp_path):
+    # An installed wheel has no tests/tls_certs: a throwaway pair is made.
+    import shutil
+    from minloop.bench import tls
+    if not sys.platform.startswith('linux'):
+        pytest.skip('the TLS load generator uses select.epoll')
+    monkeypatch.setattr(tls, 'CHECKOUT_CERTS', str(tmp_path / 'none'))
+    monkeypatch.setattr(tls, '_made', [])
+    if shutil.which('openssl') is None:
+        assert 'openssl' in tls.unavailable()
+        return
+    where, why = tls.certificates()
+    assert why is None and where != tls.CHECKOUT_CERTS
+    assert tls.certificates()[0] == where  # made once per process
+    answer = tls.measure('minloop', 1024, 1, 0.05, 0.02, procs.Pinning(False))
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 0
+
+
 def _loop_or_skip(name):
     try:
         loops.factory(name)

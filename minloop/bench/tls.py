@@ -27,31 +27,35 @@ and are not measured.  It prints one JSON line: round trips, seconds, its
 own CPU time and the server's (from /proc), and the other processes' share
 of the two CPUs.
 
-The certificates are the test suite's (tests/tls_certs): the TLS rows need
-a checkout; elsewhere they are n/a.
+The certificates are the test suite's (tests/tls_certs) in a checkout;
+elsewhere (an installed wheel) the driver makes a throwaway pair with the
+openssl command into a temporary directory, and without it the rows are
+n/a.  The children are given the directory (--certs).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 from . import loops, procs
 from .client import cpus_busy, proc_cpu
 
-CERTS = os.path.join(procs._ROOT, "tests", "tls_certs")
-CA_PEM = os.path.join(CERTS, "ca.pem")
-SERVER_PEM = os.path.join(CERTS, "server.pem")
+CHECKOUT_CERTS = os.path.join(procs._ROOT, "tests", "tls_certs")
+CA, SERVER = "ca.pem", "server.pem"  # the CA's certificate; the server's chain and key
 HOST = "127.0.0.1"
 HOSTNAME = "localhost"
 
@@ -66,13 +70,75 @@ def _say(obj: dict) -> None:
     sys.stdout.flush()
 
 
+# As tests/tls_certs/README.md makes the test suite's: ECDSA P-256 (fast
+# handshakes), with the key identifiers Python 3.13's VERIFY_X509_STRICT wants.
+_OPENSSL_CNF = """\
+[req]
+distinguished_name=dn
+[dn]
+[v3_ca]
+basicConstraints=critical,CA:TRUE
+keyUsage=critical,keyCertSign,cRLSign
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid:always
+[v3_server]
+basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1
+subjectKeyIdentifier=hash
+authorityKeyIdentifier=keyid:always
+"""
+_OPENSSL_STEPS = (
+    "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+    "-subj /CN=minloop-bench-CA -config ca.cnf -extensions v3_ca -keyout ca.key -out ca.pem",
+    "req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost "
+    "-config ca.cnf -keyout server.key -out server.csr",
+    "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 "
+    "-extfile ca.cnf -extensions v3_server -out server.crt",
+)
+_made: list = []  # [directory] or [None, why], once per driver process
+
+
+def make_certificates() -> str:
+    """A temporary directory (removed at exit) with a throwaway CA and a
+    server certificate for localhost made by the openssl command; raises
+    OSError (or CalledProcessError) where it cannot."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise FileNotFoundError("no openssl command to make a certificate with")
+    where = tempfile.mkdtemp(prefix="minloop-tls-")
+    atexit.register(shutil.rmtree, where, True)
+    with open(os.path.join(where, "ca.cnf"), "w") as f:
+        f.write(_OPENSSL_CNF)
+    for step in _OPENSSL_STEPS:
+        subprocess.run([openssl, *step.split()], cwd=where, check=True, timeout=60,
+                       stdin=subprocess.DEVNULL, capture_output=True)
+    with open(os.path.join(where, SERVER), "wb") as out:
+        for part in ("server.crt", "server.key"):
+            with open(os.path.join(where, part), "rb") as f:
+                out.write(f.read())
+    return where
+
+
+def certificates() -> tuple[str | None, str | None]:
+    """(directory holding CA and SERVER, None), or (None, why there is none):
+    the test suite's in a checkout, else a pair made once for this process."""
+    if all(os.path.exists(os.path.join(CHECKOUT_CERTS, f)) for f in (CA, SERVER)):
+        return CHECKOUT_CERTS, None
+    if not _made:
+        try:
+            _made.append(make_certificates())
+        except (OSError, subprocess.SubprocessError) as exc:
+            _made[:] = [None, f"no certificate for the TLS server: {exc}"]
+    return (_made[0], None) if _made[0] else (None, _made[1])
+
+
 def unavailable() -> str | None:
     """Why the TLS rows cannot run here, or None if they can."""
     if not hasattr(select, "epoll"):
         return "the TLS load generator needs select.epoll (Linux)"
-    if not (os.path.exists(CA_PEM) and os.path.exists(SERVER_PEM)):
-        return f"no test certificates in {CERTS} (the TLS rows run from a checkout)"
-    return None
+    return certificates()[1]
 
 
 # ---------------------------------------------------------------------------
@@ -80,7 +146,7 @@ def unavailable() -> str | None:
 # ---------------------------------------------------------------------------
 
 
-def serve(loop_name: str, cpu: int | None) -> int:
+def serve(loop_name: str, cpu: int | None, certs: str) -> int:
     """Serve TLS echo on LOOP until stdin closes; JSON lines as servers.py."""
     import asyncio
 
@@ -107,7 +173,7 @@ def serve(loop_name: str, cpu: int | None) -> int:
 
     loop.set_exception_handler(on_error)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(SERVER_PEM)
+    ctx.load_cert_chain(os.path.join(certs, SERVER))
     try:
         server = loop.run_until_complete(
             loop.create_server(EchoProtocol, HOST, 0, ssl=ctx, backlog=128))
@@ -176,14 +242,14 @@ class _Conn:
 
 
 def load(port: int, conns: int, size: int, duration: float, warmup: float,
-         server_pid: int, cpu: int | None, server_cpu: int | None) -> dict:
+         server_pid: int, cpu: int | None, server_cpu: int | None, certs: str) -> dict:
     """Drive the server; one recv() and one send() per round trip per
     connection where the kernel allows, as the servers themselves do."""
     _pin(cpu)
     # The CPUs whose other users are counted as "other load".
     watched = [c for c in (server_cpu, cpu) if c is not None] or \
         sorted(os.sched_getaffinity(0))
-    ctx = ssl.create_default_context(cafile=CA_PEM)
+    ctx = ssl.create_default_context(cafile=os.path.join(certs, CA))
     rng = random.Random(size * 1000 + conns)
     by_fd: dict[int, _Conn] = {}
     ep = select.epoll()
@@ -294,9 +360,11 @@ def measure(loop_name: str, size: int, conns: int, duration: float, warmup: floa
     why = unavailable()
     if why:
         return {"na": why}
+    certs = certificates()[0]
     try:
         server = procs.ServerProcess(procs.module_command(
-            "minloop.bench.tls", "--serve", loop_name, *pin.args(pin.server)))
+            "minloop.bench.tls", "--serve", loop_name, "--certs", certs,
+            *pin.args(pin.server)))
     except procs.ServerProcess.Unsupported as exc:
         return {"na": str(exc)}
     except procs.ServerProcess.Failed as exc:
@@ -305,7 +373,7 @@ def measure(loop_name: str, size: int, conns: int, duration: float, warmup: floa
         argv = procs.module_command(
             "minloop.bench.tls", "--load", str(server.address["port"]),
             "--server-pid", str(server.pid), "--size", str(size), "--conns", str(conns),
-            "--duration", f"{duration:g}", "--warmup", f"{warmup:g}")
+            "--duration", f"{duration:g}", "--warmup", f"{warmup:g}", "--certs", certs)
         if pin.client is not None:
             argv += ["--cpu", str(pin.client), "--server-cpu", str(pin.server)]
         answer = procs.run_json(argv, duration + warmup + 60)
@@ -339,14 +407,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=0.2)
     parser.add_argument("--cpu", type=int, help="pin this process to CPU N")
     parser.add_argument("--server-cpu", type=int)
+    parser.add_argument("--certs", default=CHECKOUT_CERTS,
+                        help=f"the directory holding {CA} and {SERVER} (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.serve, args.cpu)
+        return serve(args.serve, args.cpu, args.certs)
     if args.load is None:
         parser.error("one of --serve and --load is required")
     try:
         _say(load(args.load, args.conns, args.size, args.duration, args.warmup,
-                  args.server_pid, args.cpu, args.server_cpu))
+                  args.server_pid, args.cpu, args.server_cpu, args.certs))
     except (OSError, ssl.SSLError) as exc:
         _say({"error": f"{type(exc).__name__}: {exc}"})
         return 1
