@@ -1,6 +1,6 @@
 """The standard benchmark set and its runner: ``python -m minloop bench``.
 
-Rows are of three groups:
+Rows are of five groups:
 
 * core: a micro workload (workloads.py) timed inside a fresh interpreter per
   loop (child.py); its figure is operations per second;
