@@ -482,3 +482,157 @@ def test_a_child_killed_by_ctrl_c_interrupts_the_run_not_fails_a_round():
     # Any other death is a failed round.
     answer = procs.run_json([sys.executable, '-c', 'raise SystemExit(3)'], timeout=30)
     assert answer['error'].startswith('exit status 3')
+
+
+# --- README's "TLS, subprocesses, sendfile, pipes" rows (group other) ----------
+
+MiB = 1024 * 1024
+TINY_OTHER = {
+    'tls': suite.Row('tls-1k-c2', 'other', 'tiny', False, kind='tls', conns=2, size=1024),
+    'spawn': suite.Row('spawn-8-sequential', 'other', 'tiny', False, kind='spawn', n=8,
+                       per='processes'),
+    'spawn-at': suite.Row('spawn-8-at4-pipes', 'other', 'tiny', False, kind='spawn', n=8,
+                          at_once=4, mode='pipes', per='processes'),
+    'sendfile': suite.Row('sendfile-2m', 'other', 'tiny', False, kind='sendfile',
+                          size=2 * MiB, per='MB'),
+    'ospipe': suite.Row('ospipe-2m-64k', 'other', 'tiny', False, kind='ospipe', size=2 * MiB,
+                        chunk=64 * 1024, per='MiB'),
+}
+
+
+def test_other_rows_are_in_the_full_profile_not_in_quick():
+    other = [row.id for row in suite.ROWS.values() if row.group == 'other']
+    assert other == ['tls-1k-c1', 'tls-1k-c16', 'tls-64k-c1', 'tls-64k-c16',
+                     'spawn-300-sequential', 'spawn-300-at50', 'sendfile-100m',
+                     'ospipe-100m-64k']
+    assert set(other) <= {row.id for row in suite.select_rows(None, quick=False)}
+    assert not set(other) & {row.id for row in suite.select_rows(None, quick=True)}
+    assert [row.id for row in suite.select_rows('other', quick=False)] == other
+    units = {rid: suite.ROWS[rid].unit for rid in other}
+    assert units['tls-1k-c1'] == 'round trips/s' and units['spawn-300-at50'] == 'processes/s'
+    assert units['sendfile-100m'] == 'MB/s' and units['ospipe-100m-64k'] == 'MiB/s'
+    # The pipelined TCP rows keep 'pipe-': the os.pipe() row is not among them.
+    assert 'ospipe-100m-64k' not in {r.id for r in suite.select_rows('pipe', quick=False)}
+
+
+def test_other_rows_shrink_with_quick_only():
+    row = suite.ROWS['sendfile-100m']
+    assert suite.other_size(row, quick=False) == 100 * MiB
+    assert suite.other_size(row, quick=True) == 20 * MiB
+    assert suite.other_size(suite.ROWS['spawn-300-sequential'], quick=True) == 60
+
+
+@pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
+@pytest.mark.parametrize('what', sorted(TINY_OTHER))
+def test_other_rows_run(what, loop_name):
+    if what == 'tls' and not sys.platform.startswith('linux'):
+        pytest.skip('the TLS load generator uses select.epoll')
+    settings = suite.Settings(quick=False, rounds=1, duration=0.05, warmup=0.02,
+                              pin=procs.Pinning(False))
+    answer = suite.measure_other(TINY_OTHER[what], loop_name, settings)
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['rate'] > 0 and answer['problems'] == []
+    if what == 'tls':
+        assert answer['round_trips'] > 0 and answer['client_us'] > 0
+    elif what.startswith('spawn'):
+        assert answer['cpu_us'] > 0
+    elif what == 'sendfile':
+        assert answer['bytes'] == 2 * MiB and answer['how'] == 'sendfile'
+    else:
+        assert answer['bytes'] == 2 * MiB
+
+
+def test_tls_rows_make_their_certificate_outside_a_checkout(monkeypatch, tmp_path):
+    # An installed wheel has no tests/tls_certs: a throwaway pair is made.
+    import shutil
+    from minloop.bench import tls
+    if not sys.platform.startswith('linux'):
+        pytest.skip('the TLS load generator uses select.epoll')
+    monkeypatch.setattr(tls, 'CHECKOUT_CERTS', str(tmp_path / 'none'))
+    monkeypatch.setattr(tls, '_made', [])
+    if shutil.which('openssl') is None:
+        assert 'openssl' in tls.unavailable()
+        return
+    where, why = tls.certificates()
+    assert why is None and where != tls.CHECKOUT_CERTS
+    assert tls.certificates()[0] == where  # made once per process
+    answer = tls.measure('minloop', 1024, 1, 0.05, 0.02, procs.Pinning(False))
+    assert 'error' not in answer and 'na' not in answer, answer
+    assert answer['round_trips'] > 0
+
+
+def _loop_or_skip(name):
+    try:
+        loops.factory(name)
+    except loops.Unavailable as exc:
+        pytest.skip(f'{name} unavailable: {exc}')
+
+
+def test_tls_row_is_na_on_rloop():
+    _loop_or_skip('rloop')
+    settings = suite.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
+    answer = suite.measure_other(TINY_OTHER['tls'], 'rloop', settings)
+    assert 'NotImplementedError' in answer['na']
+
+
+def test_sendfile_row_measures_uvloops_fallback():
+    _loop_or_skip('uvloop')
+    settings = suite.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
+    answer = suite.measure_other(TINY_OTHER['sendfile'], 'uvloop', settings)
+    assert answer['how'] == 'read+write' and answer['rate'] > 0, answer
+
+
+def test_bench_only_other_prints_the_rows_and_their_details(tmp_path):
+    out = tmp_path / 'other.json'
+    # --quick shrinks spawn, sendfile and ospipe to a fifth.
+    proc = run_cli('bench', *BENCH_FAST, '--only',
+                   'tls-1k-c1,spawn-300-at50,sendfile-100m,ospipe-100m-64k',
+                   '--json', str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'other: TLS round trips/s' in proc.stdout
+    for rid in ('tls-1k-c1', 'spawn-300-at50', 'sendfile-100m', 'ospipe-100m-64k'):
+        row = table_line(proc.stdout, rid)
+        assert 'FAILED' not in row and 'n/a' not in row and row.split()[-1].endswith('x'), row
+    assert 'server CPU per round trip' in proc.stdout
+    assert max(map(len, proc.stdout.splitlines())) <= 80
+    data = json.loads(out.read_text())
+    assert data['rows']['spawn-300-at50']['n'] == 60
+    assert data['rows']['sendfile-100m']['n'] == 20 * MiB
+    (sample,) = data['rows']['sendfile-100m']['cells']['minloop']['samples']
+    assert sample['how'] == 'sendfile' and sample['bytes'] == 20 * MiB
+
+
+def test_report_marks_a_sendfile_sent_with_read_and_write():
+    def cell(how, cpu):
+        c = {'samples': [{'rate': 100.0, 'cpu': cpu, 'how': how, 'round': 1}],
+             'errors': [], 'problems': [], 'na': None}
+        suite.summarise(c)
+        return c
+
+    entry = {'row': {'group': 'other', 'kind': 'sendfile', 'unit': 'MB/s'},
+             'cells': {'minloop': cell('sendfile', 0.004), 'uvloop': cell('read+write', 0.02)}}
+    out = report.details({'sendfile-100m': entry}, ['minloop', 'uvloop'])
+    assert table_line(out, 'sendfile-100m').split()[1:] == ['4.0', '20.0', 'rw']
+    assert 'rw: sent with read + write (no loop.sendfile)' in ' '.join(out.split())
+
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          'benchmarks')
+
+
+@pytest.mark.parametrize('script,args,rows', [
+    ('pipe_throughput.py', ['--mb', '2', '--rounds', '1'], ['ospipe-2m-64k']),
+    ('subprocess_spawn.py', ['--n', '6', '--concurrency', '3', '--rounds', '1'],
+     ['spawn-6-sequential', 'spawn-6-at3']),
+    ('sendfile_bench.py', ['--size-mb', '2', '--rounds', '1'], ['sendfile-2m']),
+])
+def test_benchmark_scripts_run_through_the_engine(script, args, rows):
+    path = os.path.join(BENCHMARKS, script)
+    if not os.path.exists(path):
+        pytest.skip('no benchmarks/ (an installed package)')
+    proc = subprocess.run([sys.executable, path, *args, '--loops', 'asyncio,minloop'],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rid in rows:
+        line = table_line(proc.stdout, rid)
+        assert 'FAILED' not in line and line.split()[-1].endswith('x'), line

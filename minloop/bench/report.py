@@ -144,7 +144,7 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
         pin = settings.pin
         lines.append("scale rows: " + (f"each run pinned to CPU {pin.server}"
                                        if pin.server is not None else pin.describe))
-    if any(row.group in ("net", "memory") for row in rows):
+    if any(row.group in ("net", "memory") or row.kind == "tls" for row in rows):
         lines.append(f"network rows: {settings.duration:g} s timed after {settings.warmup:g} s "
                      f"warm-up; {settings.pin.describe}")
     for n in names:
@@ -180,6 +180,7 @@ GROUP_TITLES = {
     "scale": "scale: tasks, timers or callbacks per second (collector on)",
     "memory": "memory: server RSS bytes per idle connection (lower is better)",
     "net": "net: round trips (HTTP: requests) per second",
+    "other": "other: TLS round trips/s, spawn processes/s, sendfile MB/s, ospipe MiB/s",
 }
 
 
@@ -307,7 +308,43 @@ def details(results: dict, loop_names: list[str]) -> str:
                                          f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED
                                                              else "")])
         out += _columns(rows, 1, [0] + [2] * len(loop_names) + [2])
+    out += _other_details(results, loop_names)
     return "\n".join(out).strip("\n")
+
+
+# The CPU figure each kind of other row reports: the sample key, its scale, its heading.
+OTHER_CPU = {"tls": ("server_us", 1, "TLS: server CPU per round trip, us"),
+             "spawn": ("cpu_us", 1, "spawn: the loop's process's CPU per process, us"),
+             "sendfile": ("cpu", 1e3, "sendfile: the sender's CPU for the whole file, ms"),
+             "ospipe": ("seconds", 1e3, "ospipe: milliseconds for the whole transfer")}
+
+
+def _other_details(results: dict, loop_names: list[str]) -> list[str]:
+    """The other rows' CPU per unit of work (medians), and the path each loop
+    took for sendfile (rw: read + write, where the loop has no loop.sendfile)."""
+    other = {rid: e for rid, e in results.items() if e["row"]["group"] == "other"
+             and any(c.get("samples") for c in e["cells"].values())}
+    if not other:
+        return []
+    out = ["", _fill("other rows, medians: " + "; ".join(
+        OTHER_CPU[k][2] for k in OTHER_CPU
+        if any(e["row"].get("kind") == k for e in other.values()))
+        + ("; rw: sent with read + write (no loop.sendfile)"
+           if any(s.get("how") == "read+write" for e in other.values()
+                  for c in e["cells"].values() for s in c["samples"]) else ""))]
+    rows = [["row"] + loop_names]
+    for rid, e in other.items():
+        key, scale, _ = OTHER_CPU[e["row"]["kind"]]
+        cells = []
+        for n in loop_names:
+            cell = e["cells"][n]
+            value = _median(cell, key)
+            text = "-" if value is None else _ms(value * scale)
+            if any(s.get("how") == "read+write" for s in cell["samples"]):
+                text += " rw"
+            cells.append(text)
+        rows.append([rid] + cells)
+    return out + _columns(rows, 1, [0] + [2] * len(loop_names))
 
 
 def summary(results: dict, loop_names: list[str]) -> str:
@@ -353,6 +390,13 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     if "net" in groups:
         out.append("net rows: round trips (HTTP requests) per second through a server on "
                    "the loop, measured by the load generator.")
+    if "other" in groups:
+        out.append("other rows: TLS echo through create_server(ssl=), measured by a TLS "
+                   "load generator in its own process; processes spawned and waited for; "
+                   "a file sent to a receiver process; bytes through an os.pipe(). Each "
+                   "run in a fresh process."
+                   + (" --quick: spawn, sendfile and ospipe at a fifth of the size their "
+                      "names give." if settings.quick else ""))
     if REF in loop_names:
         out.append(f"{REF} vs X: {REF}'s figure over X's (X's over {REF}'s where lower "
                    f"is better); above 1, {REF} is ahead.")
@@ -411,7 +455,8 @@ def _failure_lines(results: dict, settings) -> list[str]:
 
 
 def _load_generator_notes(results: dict, settings, busy: bool = False) -> list[str]:
-    net = {rid: e for rid, e in results.items() if e["row"]["group"] == "net"}
+    net = {rid: e for rid, e in results.items()
+           if e["row"]["group"] == "net" or e["row"].get("kind") == "tls"}
     peaks = {rid: client_peak(e) for rid, e in net.items()}
     peaks = {rid: p for rid, p in peaks.items() if p is not None}
     if not peaks:

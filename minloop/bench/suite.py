@@ -1,6 +1,6 @@
 """The standard benchmark set and its runner: ``python -m minloop bench``.
 
-Rows are of three groups:
+Rows are of five groups:
 
 * core: a micro workload (workloads.py) timed inside a fresh interpreter per
   loop (child.py); its figure is operations per second;
@@ -14,7 +14,12 @@ Rows are of three groups:
 * net: a server (servers.py) on the loop under test, in a fresh process
   pinned to one CPU, driven by the load generator (client.py) in another
   process pinned to the other CPU; its figure is round trips (requests) per
-  second in a timed window after a warm-up.
+  second in a timed window after a warm-up;
+* other: README.md's "TLS, subprocesses, sendfile, pipes" table, each row
+  run in fresh processes by its own module: TLS echo (tls.py: a TLS server
+  on the loop, its own load generator), subprocess spawn + wait (spawn.py),
+  loop.sendfile to a receiver process (sendfile.py), an os.pipe() between
+  two pipe transports (pipes.py); not in --quick.
 
 Within each round the loops take turns on a row, so slow drift of the
 machine falls on all of them alike; each figure is the median over rounds.
@@ -41,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from . import client as client_module
-from . import loops, procs, report, workloads
+from . import loops, pipes, procs, report, sendfile, tls, workloads
 
 # The core workloads run at a quarter of their research size
 # (benchmarks/compare.py runs them whole), a tenth with --quick: enough for
@@ -50,12 +55,13 @@ FULL_DIVISOR = 4
 QUICK_DIVISOR = 10
 CHILD_TIMEOUT = 120.0
 KiB = 1024
+MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Row:
     id: str
-    group: str          # "core" | "scale" | "memory" | "net"
+    group: str          # "core" | "scale" | "memory" | "net" | "other"
     doc: str
     quick: bool         # part of the --quick set
     workload: str = ""  # core, scale: workloads.WORKLOADS key
@@ -63,12 +69,15 @@ class Row:
     per: str = ""       # what the figure counts per second, if not "ops"
     lower_better: bool = False  # memory: bytes per connection
     min_duration: float = 0.0   # net: timed seconds at least (thousands of connections)
-    kind: str = ""      # net: servers.py --kind
+    kind: str = ""      # net: servers.py --kind; other: tls, spawn, sendfile, ospipe
     mode: str = "echo"  # net: client.py --mode
     conns: int = 1
     size: int = KiB
     depth: int = 1
     needs: str = ""     # a module the row needs importable (httptools)
+    at_once: int = 0    # spawn: processes at once (0: one after the other);
+                        # mode "pipes": stdio as pipes, not /dev/null
+    chunk: int = 0      # ospipe: bytes per write
 
     @property
     def unit(self) -> str:
@@ -180,11 +189,33 @@ def _rows() -> list[Row]:
         rows.append(Row(rid, "net", doc, quick, kind=kind, mode=mode, conns=conns,
                         size=size or KiB, depth=depth, needs="httptools" if mode == "http" else "",
                         min_duration=1.0 if conns >= 1_000 else 0.0))
+    # README.md's "TLS, subprocesses, sendfile, pipes" table, under the same
+    # sizes; the pipe row is "ospipe-", as "pipe-" names the pipelined TCP rows.
+    for size in (KiB, 64 * KiB):
+        for conns in (1, 16):
+            rows.append(Row(f"tls-{size // KiB}k-c{conns}", "other",
+                            f"TLS echo: create_server(ssl=) + Protocol echo, {conns} "
+                            f"connection(s), one {size // KiB} KiB message in flight on each",
+                            False, kind="tls", conns=conns, size=size))
+    rows.append(Row("spawn-300-sequential", "other",
+                    "create_subprocess_exec of `true` and wait, 300 one after the other",
+                    False, kind="spawn", n=300, per="processes"))
+    rows.append(Row("spawn-300-at50", "other",
+                    "create_subprocess_exec of `true` and wait, 300 in batches of 50 at once "
+                    "(gather)", False, kind="spawn", n=300, at_once=50, per="processes"))
+    rows.append(Row("sendfile-100m", "other",
+                    "loop.sendfile of a 100 MB file over loopback TCP to a receiver process "
+                    "(loops without it: read + write, as aiohttp falls back)", False,
+                    kind="sendfile", size=100 * MB, per="MB"))
+    rows.append(Row("ospipe-100m-64k", "other",
+                    "100 MiB through an os.pipe() in 64 KiB writes, connect_write_pipe to "
+                    "connect_read_pipe on one loop", False, kind="ospipe", size=100 * MB,
+                    chunk=64 * KiB, per="MiB"))
     return rows
 
 
 ROWS = {row.id: row for row in _rows()}
-GROUPS = ("core", "scale", "memory", "net")
+GROUPS = ("core", "scale", "memory", "net", "other")
 
 
 def select_rows(spec: str | None, quick: bool) -> list[Row]:
@@ -226,6 +257,48 @@ def core_size(row: Row, quick: bool) -> int:
         return row.n
     w = workloads.WORKLOADS[row.workload]
     return max(w.n // (QUICK_DIVISOR if quick else FULL_DIVISOR), w.smoke_n)
+
+
+# --quick (with --only) shrinks the spawn, sendfile and pipe rows by this.
+OTHER_QUICK_DIVISOR = 5
+
+
+def other_size(row: Row, quick: bool) -> int:
+    """The processes (spawn) or bytes (sendfile, ospipe) of an other row."""
+    amount = row.n if row.kind == "spawn" else row.size
+    return max(1, amount // OTHER_QUICK_DIVISOR) if quick else amount
+
+
+def measure_other(row: Row, loop: str, settings: Settings) -> dict:
+    """One run of a row of README.md's "TLS, subprocesses, sendfile, pipes"
+    table, in fresh processes: the sample (with "rate"), or {"na"}/{"error"}."""
+    pin = settings.pin
+    if row.kind == "tls":
+        return tls.measure(loop, row.size, row.conns, settings.duration, settings.warmup,
+                           pin)
+    amount = other_size(row, settings.quick)
+    if row.kind == "sendfile":
+        return sendfile.measure(loop, amount, pin)
+    if row.kind == "spawn":
+        # Not pinned: the spawned processes would inherit the CPU and queue
+        # behind the loop that waits for them.
+        argv = procs.module_command("minloop.bench.spawn", loop, str(amount))
+        if row.at_once:
+            argv += ["--concurrency", str(row.at_once)]
+        if row.mode == "pipes":
+            argv.append("--pipes")
+    elif row.kind == "ospipe":
+        argv = procs.module_command("minloop.bench.pipes", loop, f"{amount / MB:g}",
+                                    "--chunk-kb", str(row.chunk // KiB),
+                                    *pin.args(pin.server))
+    else:
+        raise ValueError(f"unknown kind {row.kind!r} of row {row.id}")
+    answer = procs.run_json(argv, CHILD_TIMEOUT)
+    if "unsupported" in answer:
+        return {"na": answer["unsupported"]}
+    if "error" not in answer:
+        answer["problems"] = []
+    return answer
 
 
 def measure_core(row: Row, loop: str, settings: Settings) -> dict:
@@ -396,7 +469,8 @@ def summarise(cell: dict) -> None:
     """Medians of the samples' figures, and the rounds' spread of the rate."""
     samples = cell["samples"]
     cell["median"] = {}
-    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load"):
+    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load",
+                "cpu", "cpu_us"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None
     # Collections per generation, and per-phase times: medians of each part.
@@ -418,6 +492,8 @@ def _finish_row(row: Row, cells: dict, settings: Settings) -> dict:
     entry = {"row": dict(asdict(row), unit=row.unit), "cells": cells}
     if row.group in ("core", "scale"):
         entry["n"] = core_size(row, settings.quick)
+    elif row.group == "other" and row.kind != "tls":
+        entry["n"] = other_size(row, settings.quick)
     entry["ratios"] = report.ratios(entry)
     entry["ratio_ranges"] = report.ratio_ranges(entry)
     return entry
@@ -447,6 +523,8 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
                         answer = measure_core(row, name, settings)
                     elif row.group == "memory":
                         answer = measure_idle(row, name, settings)
+                    elif row.group == "other":
+                        answer = measure_other(row, name, settings)
                     else:
                         answer = measure_net(row, name, settings)
                     progress.step()
@@ -467,6 +545,31 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
     return results
 
 
+def measure_rows(rows: list[Row], loop_names: list[str], settings: Settings
+                 ) -> tuple[dict, list[str], dict]:
+    """Probe the loops, then measure rows on those available (progress on
+    stderr): (probes, available loop names, results).  For the scripts in
+    benchmarks/ that run rows of their own sizes through this engine."""
+    probes = procs.probe_loops(loop_names)
+    available = [n for n in loop_names if probes[n]["available"]]
+    progress = report.Progress(len(rows) * settings.rounds * len(available))
+    results: dict = {}
+    run_rows(rows, available, settings, progress, results)
+    progress.finish()
+    return probes, available, results
+
+
+def print_report(results: dict, available: list[str], settings: Settings) -> None:
+    """The table, the details, the notes and the summary, as the bench prints them."""
+    print(report.table(results, available))
+    for part in (report.details(results, available),
+                 report.notes(results, available, settings),
+                 report.summary(results, available)):
+        if part:
+            print()
+            print(part)
+
+
 # ---------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------
@@ -485,9 +588,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated loops, in run order (default: %(default)s; "
                              "those not installed are skipped)")
     parser.add_argument("--only", metavar="ROWS",
-                        help="comma-separated row ids, groups (core, scale, memory, net) or "
+                        help="comma-separated row ids, groups (core, scale, memory, net, "
+                             "other) or "
                              "patterns instead of every row (--list shows them; without "
-                             "--only or --quick the run takes roughly 25 minutes)")
+                             "--only or --quick the run takes roughly 27 minutes)")
     parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds per row and loop (default 5, or 3 with --quick)")
     parser.add_argument("--duration", type=float,
@@ -573,13 +677,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not results:
         return 130 if interrupted else 1
 
-    print(report.table(results, available))
-    for part in (report.details(results, available),
-                 report.notes(results, available, settings),
-                 report.summary(results, available)):
-        if part:
-            print()
-            print(part)
+    print_report(results, available, settings)
 
     status = 130 if interrupted else (0 if report.ok(results) else 1)
     if args.json:
