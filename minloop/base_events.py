@@ -21,18 +21,22 @@ from asyncio import constants as _aio_constants
 from asyncio import selector_events as _aio_selector
 from asyncio import unix_events as _aio_unix
 
+from . import sendfile_fallback as _sendfile_fallback_module
 from . import sock_ops as _sock_ops
-from .sendfile_fallback import sendfile_fallback as _sendfile_fallback
 from . import stream as _stream
-from . import tls as _tls
 from . import subprocess as _subprocess
+from . import tls as _tls
+from .datagram import DatagramTransport as _DatagramTransport
 from .loop import LoopCore
+from .pipes import ReadPipeTransport as _ReadPipeTransport
+from .pipes import WritePipeTransport as _WritePipeTransport
 from .unix_events import SignalHandlingMixin
 
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
 _UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
 _HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
+
 
 def _is_numeric_host(host):
     """True for None or an IP literal: the C library's getaddrinfo answers
@@ -66,8 +70,29 @@ def _is_numeric_port(port):
     return False
 
 
+class ReadPipeTransport(_ReadPipeTransport):
+    """The compiled read pipe transport, taking instance attributes.
+
+    asyncio's transports are Python objects: code may set attributes on
+    them (CPython's test_pause_reading replaces pause_reading on the
+    subprocess's stdout transport with a mock).  A Python subclass gives
+    ours an instance __dict__, which a compiled type with a heap base
+    cannot have; pipes are not on a per-message path.
+    """
+
+
+class WritePipeTransport(_WritePipeTransport):
+    """The compiled write pipe transport, taking instance attributes."""
+
+
 class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
-    """A drop-in replacement for asyncio's event loop."""
+    """A drop-in replacement for asyncio's event loop.
+
+    The sections follow asyncio.AbstractEventLoop's.  A method named here as
+    `name = _BaseEventLoop.name` (or _BaseSelectorEventLoop's,
+    _UnixSelectorEventLoop's) is asyncio's own function running over our
+    attributes; the compiled ones are LoopCore's (loop.pyx) or sock_ops.pyx's.
+    """
 
     def __init__(self):
         self._task_factory = None
@@ -97,6 +122,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             if not self.is_running():
                 self.close()
 
+    # ------------------------------------------------------------------
+    # Running and stopping the event loop.  run_forever, stop, is_running
+    # and is_closed are compiled (LoopCore).  Running to completion and
+    # async generators: asyncio's own code over our attributes.
+
+    run_until_complete = _BaseEventLoop.run_until_complete
+    _set_coroutine_origin_tracking = _BaseEventLoop._set_coroutine_origin_tracking
+
     def close(self):
         """Close the loop: drop pending callbacks, release every fd it opened.
 
@@ -116,22 +149,26 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             self._default_executor = None
             executor.shutdown(wait=False)
 
-    # Running to completion, async generators, executors and exception
-    # reporting: asyncio's own code over our attributes.
-    run_until_complete = _BaseEventLoop.run_until_complete
-    _set_coroutine_origin_tracking = _BaseEventLoop._set_coroutine_origin_tracking
     _asyncgen_firstiter_hook = _BaseEventLoop._asyncgen_firstiter_hook
     _asyncgen_finalizer_hook = _BaseEventLoop._asyncgen_finalizer_hook
     shutdown_asyncgens = _BaseEventLoop.shutdown_asyncgens
-    run_in_executor = _BaseEventLoop.run_in_executor
-    set_default_executor = _BaseEventLoop.set_default_executor
     shutdown_default_executor = _BaseEventLoop.shutdown_default_executor
     _do_shutdown = _BaseEventLoop._do_shutdown
+
+    # ------------------------------------------------------------------
+    # Scheduling callbacks, futures and tasks: compiled (LoopCore).
+
+    # ------------------------------------------------------------------
+    # Threads: call_soon_threadsafe is compiled (LoopCore); the executor is
+    # asyncio's own code over our attributes.
+
+    run_in_executor = _BaseEventLoop.run_in_executor
+    set_default_executor = _BaseEventLoop.set_default_executor
     _check_default_executor = _BaseEventLoop._check_default_executor
-    get_exception_handler = _BaseEventLoop.get_exception_handler
-    set_exception_handler = _BaseEventLoop.set_exception_handler
-    default_exception_handler = _BaseEventLoop.default_exception_handler
-    call_exception_handler = _BaseEventLoop.call_exception_handler
+
+    # ------------------------------------------------------------------
+    # Network I/O: name resolution.
+
     _getaddrinfo_debug = _BaseEventLoop._getaddrinfo_debug
 
     async def getaddrinfo(self, host, port, *,
@@ -160,11 +197,22 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         return await self.run_in_executor(
             None, socket.getnameinfo, sockaddr, flags)
 
+    _ensure_resolved = _BaseEventLoop._ensure_resolved
+
     # ------------------------------------------------------------------
-    # Transports and servers.  create_connection, create_server and their
-    # Unix and accepted-socket variants are asyncio's own functions (name
-    # resolution, happy eyeballs, socket options, Server): they reach the
-    # compiled code through the four methods below.
+    # Network I/O: transports and servers.  create_connection,
+    # create_server and their Unix and accepted-socket variants are
+    # asyncio's own functions (name resolution, happy eyeballs, socket
+    # options, Server): they reach the compiled code through
+    # _make_socket_transport, _make_ssl_transport, _start_serving and
+    # _stop_serving below.
+
+    create_connection = _BaseEventLoop.create_connection
+    _connect_sock = _BaseEventLoop._connect_sock
+    _create_connection_transport = _BaseEventLoop._create_connection_transport
+    create_server = _BaseEventLoop.create_server
+    _create_server_getaddrinfo = _BaseEventLoop._create_server_getaddrinfo
+    _accept_connection2 = _BaseSelectorEventLoop._accept_connection2
 
     def _make_socket_transport(self, sock, protocol, waiter=None, *,
                                extra=None, server=None):
@@ -186,6 +234,40 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         _stream.SocketTransport(self, rawsock, ssl_protocol, None, extra,
                                 server)
         return ssl_protocol._app_transport
+
+    def _start_serving(self, protocol_factory, sock, sslcontext=None,
+                       server=None, backlog=100,
+                       ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
+                       ssl_shutdown_timeout=None):
+        if _HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
+            ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
+        self._add_reader(sock.fileno(), _stream.accept_connections, self,
+                         protocol_factory, sock, sslcontext, server, backlog,
+                         ssl_handshake_timeout, ssl_shutdown_timeout)
+
+    def _stop_serving(self, sock):
+        # A Unix socket's path is removed only if it is still this socket's
+        # (same inode): another server may have been bound there since.
+        ino = self._unix_server_sockets.pop(sock, None)
+        path = sock.getsockname() if ino is not None else None
+        self._remove_reader(sock.fileno())
+        sock.close()
+        if path:
+            try:
+                if os.stat(path).st_ino == ino:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                _aio_base.logger.error(
+                    'Unable to clean up listening UNIX socket %r: %r', path, err)
+
+    # sendfile: asyncio's sendfile() (argument checks, the choice of path)
+    # over the compiled native hook (sock_ops.pyx); the transport fallback is
+    # sendfile_fallback.py's.
+    sendfile = _BaseEventLoop.sendfile
+    _sendfile_native = _sock_ops._sendfile_native
+    _sendfile_fallback = _sendfile_fallback_module.sendfile_fallback
 
     async def start_tls(self, transport, protocol, sslcontext, *,
                         server_side=False, server_hostname=None,
@@ -222,132 +304,92 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             raise
         return ssl_protocol._app_transport
 
-    def _start_serving(self, protocol_factory, sock, sslcontext=None,
-                       server=None, backlog=100,
-                       ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
-                       ssl_shutdown_timeout=None):
-        if _HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
-            ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
-        self._add_reader(sock.fileno(), _stream.accept_connections, self,
-                         protocol_factory, sock, sslcontext, server, backlog,
-                         ssl_handshake_timeout, ssl_shutdown_timeout)
+    create_unix_connection = _UnixSelectorEventLoop.create_unix_connection
+    create_unix_server = _UnixSelectorEventLoop.create_unix_server
+    connect_accepted_socket = _BaseEventLoop.connect_accepted_socket
 
-    def _stop_serving(self, sock):
-        # A Unix socket's path is removed only if it is still this socket's
-        # (same inode): another server may have been bound there since.
-        ino = self._unix_server_sockets.pop(sock, None)
-        path = sock.getsockname() if ino is not None else None
-        self._remove_reader(sock.fileno())
-        sock.close()
-        if path:
-            try:
-                if os.stat(path).st_ino == ino:
-                    os.unlink(path)
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                _aio_base.logger.error(
-                    'Unable to clean up listening UNIX socket %r: %r', path, err)
+    # Datagram endpoints (datagram.pyx): create_datagram_endpoint is
+    # asyncio's own coroutine: address resolution, reuse_port,
+    # allow_broadcast, Unix datagram sockets and sock= follow the running
+    # Python version exactly; it ends in _make_datagram_transport, which
+    # makes our compiled transport.
+    create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
 
+    def _make_datagram_transport(self, sock, protocol, address=None,
+                                 waiter=None, extra=None):
+        return _DatagramTransport(self, sock, protocol, address, waiter, extra)
 
-# The sock_* coroutines: compiled (sock_ops.pyx), following asyncio's
-# selector loop step for step.  Each is bound only where the running
-# Python's selector loop has it (sock_recvfrom & co are new in 3.11).
-for _name in _sock_ops.METHODS:
-    if hasattr(_aio_selector.BaseSelectorEventLoop, _name):
-        setattr(Loop, _name, getattr(_sock_ops, _name))
-Loop._ensure_resolved = _BaseEventLoop._ensure_resolved
+    # ------------------------------------------------------------------
+    # Pipes and subprocesses.  connect_read_pipe/connect_write_pipe are
+    # asyncio's own coroutines; they, and the subprocess transports, make
+    # the compiled pipe transports (pipes.pyx) through asyncio's two hooks
+    # below.
 
-# Connection set-up: asyncio's code for this Python version (the names a
-# version lacks are skipped).
-for _name in ('create_connection', '_connect_sock',
-              '_create_connection_transport', 'create_server',
-              '_create_server_getaddrinfo', 'connect_accepted_socket'):
-    if hasattr(_BaseEventLoop, _name):
-        setattr(Loop, _name, getattr(_BaseEventLoop, _name))
-for _name in ('_ensure_fd_no_transport', '_accept_connection2'):
-    setattr(Loop, _name, getattr(_BaseSelectorEventLoop, _name))
-for _name in ('create_unix_connection', 'create_unix_server'):
-    setattr(Loop, _name, getattr(_UnixSelectorEventLoop, _name))
+    connect_read_pipe = _BaseEventLoop.connect_read_pipe
+    connect_write_pipe = _BaseEventLoop.connect_write_pipe
 
-# sendfile: asyncio's sock_sendfile() and sendfile() (argument checks, the
-# choice of path, the read-and-send fallbacks) over compiled native hooks
-# (sock_ops.pyx); the transport fallback is sendfile_fallback.py's.
-for _name in ('sock_sendfile', '_sock_sendfile_fallback',
-              '_check_sendfile_params', 'sendfile'):
-    setattr(Loop, _name, getattr(_BaseEventLoop, _name))
-Loop._sock_sendfile_native = _sock_ops._sock_sendfile_native
-Loop._sendfile_native = _sock_ops._sendfile_native
-Loop._sendfile_fallback = _sendfile_fallback
+    def _make_read_pipe_transport(self, pipe, protocol, waiter=None,
+                                  extra=None):
+        return ReadPipeTransport(self, pipe, protocol, waiter, extra)
 
-del _name
+    def _make_write_pipe_transport(self, pipe, protocol, waiter=None,
+                                   extra=None):
+        return WritePipeTransport(self, pipe, protocol, waiter, extra)
 
+    # subprocess_exec/subprocess_shell are asyncio's own coroutines (argument
+    # checks and their ValueErrors, debug logging); they end in
+    # _make_subprocess_transport, which starts the child on our transport
+    # (subprocess.py): a pidfd (or a thread) sees its exit, no child watcher
+    # is involved.
+    subprocess_shell = _BaseEventLoop.subprocess_shell
+    subprocess_exec = _BaseEventLoop.subprocess_exec
+    _log_subprocess = _BaseEventLoop._log_subprocess
+    _make_subprocess_transport = _subprocess.make_subprocess_transport
 
-# --- subprocesses (subprocess.py) ---------------------------------------------
-# subprocess_exec/subprocess_shell are asyncio's own coroutines (argument
-# checks and their ValueErrors, debug logging); they end in
-# _make_subprocess_transport, which starts the child on our transport: a pidfd
-# (or a thread) sees its exit, no child watcher is involved.
-Loop.subprocess_exec = _BaseEventLoop.subprocess_exec
-Loop.subprocess_shell = _BaseEventLoop.subprocess_shell
-Loop._log_subprocess = _BaseEventLoop._log_subprocess
-Loop._make_subprocess_transport = _subprocess.make_subprocess_transport
+    # ------------------------------------------------------------------
+    # Ready-based callback registration: add_reader & co are compiled
+    # (LoopCore); the check that an fd is not a transport's is asyncio's.
+
+    _ensure_fd_no_transport = _BaseSelectorEventLoop._ensure_fd_no_transport
+
+    # ------------------------------------------------------------------
+    # Completion based I/O: the sock_* coroutines are compiled
+    # (sock_ops.pyx), following asyncio's selector loop step for step.  Each
+    # is bound only where the running Python's selector loop has it.
+
+    sock_recv = _sock_ops.sock_recv
+    sock_recv_into = _sock_ops.sock_recv_into
+    if hasattr(_BaseSelectorEventLoop, 'sock_recvfrom'):  # new in 3.11
+        sock_recvfrom = _sock_ops.sock_recvfrom
+        sock_recvfrom_into = _sock_ops.sock_recvfrom_into
+    sock_sendall = _sock_ops.sock_sendall
+    if hasattr(_BaseSelectorEventLoop, 'sock_sendto'):  # new in 3.11
+        sock_sendto = _sock_ops.sock_sendto
+    sock_connect = _sock_ops.sock_connect
+    sock_accept = _sock_ops.sock_accept
+
+    # sock_sendfile: asyncio's own (argument checks, the choice of path, the
+    # read-and-send fallback) over the compiled native hook.
+    sock_sendfile = _BaseEventLoop.sock_sendfile
+    _sock_sendfile_native = _sock_ops._sock_sendfile_native
+    _sock_sendfile_fallback = _BaseEventLoop._sock_sendfile_fallback
+    _check_sendfile_params = _BaseEventLoop._check_sendfile_params
+
+    # ------------------------------------------------------------------
+    # Signal handling: SignalHandlingMixin (unix_events.py).
+    # Task factory: compiled (LoopCore).
+
+    # ------------------------------------------------------------------
+    # Error handlers: asyncio's own code over our attributes.
+
+    get_exception_handler = _BaseEventLoop.get_exception_handler
+    set_exception_handler = _BaseEventLoop.set_exception_handler
+    default_exception_handler = _BaseEventLoop.default_exception_handler
+    call_exception_handler = _BaseEventLoop.call_exception_handler
+
+    # Debug flag management: compiled (LoopCore).
 
 
 def new_event_loop() -> Loop:
     """Return a new minloop event loop."""
     return Loop()
-
-
-# --- datagram endpoints (datagram.pyx) ---------------------------------------
-# create_datagram_endpoint is asyncio's own coroutine: address resolution,
-# reuse_port, allow_broadcast, Unix datagram sockets and sock= follow the
-# running Python version exactly; it ends in _make_datagram_transport, which
-# makes our compiled transport.
-from .datagram import DatagramTransport as _DatagramTransport  # noqa: E402
-
-
-def _make_datagram_transport(self, sock, protocol, address=None,
-                             waiter=None, extra=None):
-    return _DatagramTransport(self, sock, protocol, address, waiter, extra)
-
-
-Loop._make_datagram_transport = _make_datagram_transport
-Loop.create_datagram_endpoint = _BaseEventLoop.create_datagram_endpoint
-
-
-# --- pipes (pipes.pyx) --------------------------------------------------------
-# connect_read_pipe/connect_write_pipe are asyncio's own coroutines; they,
-# and the subprocess transports, make the compiled pipe transports through
-# asyncio's two hooks below.
-from .pipes import ReadPipeTransport as _ReadPipeTransport  # noqa: E402
-from .pipes import WritePipeTransport as _WritePipeTransport  # noqa: E402
-
-
-class ReadPipeTransport(_ReadPipeTransport):
-    """The compiled read pipe transport, taking instance attributes.
-
-    asyncio's transports are Python objects: code may set attributes on
-    them (CPython's test_pause_reading replaces pause_reading on the
-    subprocess's stdout transport with a mock).  A Python subclass gives
-    ours an instance __dict__, which a compiled type with a heap base
-    cannot have; pipes are not on a per-message path.
-    """
-
-
-class WritePipeTransport(_WritePipeTransport):
-    """The compiled write pipe transport, taking instance attributes."""
-
-
-def _make_read_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
-    return ReadPipeTransport(self, pipe, protocol, waiter, extra)
-
-
-def _make_write_pipe_transport(self, pipe, protocol, waiter=None, extra=None):
-    return WritePipeTransport(self, pipe, protocol, waiter, extra)
-
-
-Loop._make_read_pipe_transport = _make_read_pipe_transport
-Loop._make_write_pipe_transport = _make_write_pipe_transport
-Loop.connect_read_pipe = _BaseEventLoop.connect_read_pipe
-Loop.connect_write_pipe = _BaseEventLoop.connect_write_pipe

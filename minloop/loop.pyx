@@ -74,7 +74,6 @@ cdef object _format_handle = _aio_base_events._format_handle
 cdef object _logger = logging.getLogger('asyncio')
 cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks
 cdef object _set_asyncgen_hooks = sys.set_asyncgen_hooks
-cdef bint _TASK_TAKES_CONTEXT = sys.version_info >= (3, 11)
 
 
 def poller_backend_name():
@@ -901,6 +900,8 @@ cdef class LoopCore:
         (<Handle>old)._cancel()
         return True
 
+    # _ensure_fd_no_transport (refusing a transport's fd) is asyncio's
+    # selector loop's, bound in base_events.Loop.
     def add_reader(self, fd, callback, *args):
         """Start watching the file descriptor for read availability."""
         self._ensure_fd_no_transport(fd)
@@ -920,9 +921,6 @@ cdef class LoopCore:
         """Stop watching the file descriptor for write availability."""
         self._ensure_fd_no_transport(fd)
         return self._remove_fd_handle(fd, POLLER_WRITE)
-
-    def _ensure_fd_no_transport(self, fd):
-        """Transports own their fds; there are none yet (networking issue)."""
 
     # ------------------------------------------------------------------
     # Teardown
