@@ -193,7 +193,9 @@ cdef class SocketTransport(StreamTransportBase):
         bint _protocol_connected
         readonly object _server
         # Data not yet sent, oldest first: bytes objects only.  The first
-        # `_buffer_head` bytes of _buffer[0] have been sent already.
+        # `_buffer_head` bytes of _buffer[0] have been sent already.  None
+        # while nothing is queued: most connections' writes go out at once,
+        # and an idle connection should not pay for an empty list.
         list _buffer
         Py_ssize_t _buffer_head
         Py_ssize_t _buffer_size   # bytes still to send
@@ -216,10 +218,9 @@ cdef class SocketTransport(StreamTransportBase):
     _sendfile_compatible = _aio_constants._SendfileMode.TRY_NATIVE
 
     def __cinit__(self, loop, *args, **kwargs):
-        # Every method relies on _core and _buffer: no instance without
-        # them (SocketTransport.__new__(SocketTransport) would crash later).
+        # Every method relies on _core: no instance without it
+        # (SocketTransport.__new__(SocketTransport) would crash later).
         self._core = <LoopCore?>loop
-        self._buffer = []
         self._sock_fd = -1
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None,
@@ -244,7 +245,6 @@ cdef class SocketTransport(StreamTransportBase):
         self._sock_fd = sock.fileno()
         self.set_protocol(protocol)
         self._server = server
-        self._buffer = []
         self._set_write_buffer_limits(None, None)
         if server is not None:
             if _SERVER_TRACKS_TRANSPORTS:
@@ -566,6 +566,8 @@ cdef class SocketTransport(StreamTransportBase):
 
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
         """Queue data[offset:]; False if there is nothing left to queue."""
+        if self._buffer is None:
+            self._buffer = []
         return queue_unsent(self._buffer, &self._buffer_head,
                             &self._buffer_size, data, offset)
 
@@ -576,6 +578,8 @@ cdef class SocketTransport(StreamTransportBase):
         cdef Py_ssize_t count
         cdef ssize_t sent
         cdef int err
+        if self._buffer is None:
+            return 0
         count = fill_iovecs(self._buffer, self._buffer_head, iov)
         memset(&msg, 0, sizeof(msg))
         msg.msg_iov = iov
@@ -594,10 +598,13 @@ cdef class SocketTransport(StreamTransportBase):
             return -1
         drop_sent(self._buffer, &self._buffer_head, &self._buffer_size,
                   sent, count)
+        if not self._buffer_size:
+            self._buffer = None   # all sent: an idle connection keeps no list
+            self._buffer_head = 0
         return 0
 
     cdef void _clear_buffer(self):
-        self._buffer.clear()
+        self._buffer = None
         self._buffer_head = 0
         self._buffer_size = 0
 
