@@ -21,6 +21,7 @@ from asyncio import constants as _aio_constants
 from asyncio import selector_events as _aio_selector
 from asyncio import unix_events as _aio_unix
 
+from . import _asyncio_compat
 from . import sendfile_fallback as _sendfile_fallback_module
 from . import sock_ops as _sock_ops
 from . import stream as _stream
@@ -35,7 +36,6 @@ from .unix_events import SignalHandlingMixin
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
 _UnixSelectorEventLoop = _aio_unix._UnixSelectorEventLoop
-_HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT')
 
 
 def _is_numeric_host(host):
@@ -239,7 +239,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
                        server=None, backlog=100,
                        ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
                        ssl_shutdown_timeout=None):
-        if _HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
+        if _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
             ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
         self._add_reader(sock.fileno(), _stream.accept_connections, self,
                          protocol_factory, sock, sslcontext, server, backlog,

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """DatagramTransport: minloop's compiled UDP (and Unix datagram) transport.
 
 It is asyncio's _SelectorDatagramTransport (selector_events.py) for the
@@ -22,13 +21,14 @@ flow control -- with its hot paths in C:
 
 import collections
 import socket as _socket_mod
-import sys
 import warnings
 
 from asyncio import constants as _aio_constants
 from asyncio import futures as _aio_futures
 from asyncio import trsock as _aio_trsock
 from asyncio.log import logger as _logger
+
+from . import _asyncio_compat
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_CheckExact
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -103,34 +103,26 @@ cdef extern from *:
     """
 
 
-# asyncio's _SelectorTransport.max_size: the most one recvfrom() returns.
-DEF MAX_SIZE = 256 * 1024
-# Datagrams read per wake-up at most, so one busy socket cannot starve the
-# loop's other fds and timers for long.
-DEF MAX_BATCH = 32
-# Reading on after the first datagram costs a recvfrom() that fails with
-# EAGAIN when nothing else waits -- as much as the read itself.  A transport
-# whose attempt found nothing tries again only after this many wake-ups (a
-# request-response peer rarely has a second datagram waiting).
-DEF PROBE_INTERVAL = 16
+cdef enum:
+    # asyncio's _SelectorTransport.max_size: the most one recvfrom() returns.
+    MAX_SIZE = 256 * 1024
+    # Datagrams read per wake-up at most, so one busy socket cannot starve
+    # the loop's other fds and timers for long.
+    MAX_BATCH = 32
+    # Reading on after the first datagram costs a recvfrom() that fails with
+    # EAGAIN when nothing else waits -- as much as the read itself.  A
+    # transport whose attempt found nothing tries again only after this many
+    # wake-ups (a request-response peer rarely has a second datagram waiting).
+    PROBE_INTERVAL = 16
 
 cdef char *_recv_buffer = NULL
 
-# 3.13 sends empty datagrams (gh-113812; earlier versions drop them) and
-# counts 8 header bytes per buffered datagram in get_write_buffer_size().
-# (3.13.0 subtracted only the payload when a buffered datagram left, so its
-# count crept up; later 3.13 releases subtract both, as here.)
-cdef bint _SEND_EMPTY = sys.version_info >= (3, 13)
-cdef Py_ssize_t _HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
-# 3.10 sums the buffer for get_write_buffer_size(); 3.11 keeps a count,
-# which _force_close() (abort, fatal errors) leaves as it was when it drops
-# the buffer.
-cdef bint _SIZE_COUNTED = sys.version_info >= (3, 11)
-# 3.11 gave selector transports is_reading()/pause_reading()/
-# resume_reading(); before, a datagram transport inherited ReadTransport's,
-# which raise NotImplementedError.  (_add_reader then only looked at
-# _closing, which is what the check below comes to, as _paused stays False.)
-cdef bint _READING_API = sys.version_info >= (3, 11)
+cdef bint _SEND_EMPTY = _asyncio_compat.DATAGRAM_SENDS_EMPTY
+cdef Py_ssize_t _HEADER_SIZE = _asyncio_compat.DATAGRAM_HEADER_SIZE
+cdef bint _SIZE_COUNTED = _asyncio_compat.DATAGRAM_SIZE_COUNTED
+# Without the reading API, asyncio's _add_reader only looked at _closing,
+# which is what the checks below come to, as _paused stays False.
+cdef bint _READING_API = _asyncio_compat.DATAGRAM_READING_API
 
 cdef object _deque = collections.deque
 cdef object _TransportSocket = _aio_trsock.TransportSocket

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Handle and TimerHandle: the objects call_soon() and call_at() return.
 
 Same public surface and repr as asyncio.events.Handle/TimerHandle.  The loop
@@ -9,6 +8,8 @@ context with the C API (no Context.run() call per callback).
 import sys
 
 from asyncio import format_helpers as _format_helpers
+
+from . import _asyncio_compat
 
 cimport cython
 from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
@@ -33,12 +34,8 @@ cdef extern from *:
      * (internal/pycore_context.h): its variables live in an immutable HAMT
      * that every ContextVar.set()/reset() replaces.  Used only where this
      * build knows the layout, and only after _check_context_layout() has
-     * confirmed it at import time. */
-    #if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
-    #define MINLOOP_KNOWN_CONTEXT_LAYOUT 1
-    #else
-    #define MINLOOP_KNOWN_CONTEXT_LAYOUT 0
-    #endif
+     * confirmed it at import time (the version gate: src/py_compat.h). */
+    #include "py_compat.h"
     typedef struct {
         PyObject_HEAD
         PyObject *ctx_prev;
@@ -52,8 +49,7 @@ cdef extern from *:
     PyObject *minloop_context_vars(PyObject *ctx)
 
 
-# asyncio 3.13 added a `debug` keyword to the helper that formats callbacks.
-cdef bint _FORMAT_TAKES_DEBUG = sys.version_info >= (3, 13)
+cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
 cdef object _format_callback_source = _format_helpers._format_callback_source
 cdef object _extract_stack = _format_helpers.extract_stack
 cdef object _getframe = sys._getframe

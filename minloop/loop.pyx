@@ -1,4 +1,3 @@
-# cython: language_level=3
 """LoopCore: the compiled heart of minloop's event loop.
 
 It owns the ready queue (a C ring of Handle pointers), the timer heap, the

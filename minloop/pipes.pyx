@@ -30,6 +30,8 @@ from asyncio import constants as _aio_constants
 from asyncio import futures as _aio_futures
 from asyncio.log import logger as _logger
 
+from . import _asyncio_compat
+
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING,
@@ -64,9 +66,7 @@ cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_C
 # On AIX, polling the write end of a pipe for reading tells nothing about
 # the read end (asyncio's comment: the trick works only for sockets there).
 cdef bint _READER_TRICK_ON_FIFOS = not sys.platform.startswith('aix')
-# 3.11 gave the read pipe transport is_reading(); before, it inherited
-# ReadTransport's, which raises NotImplementedError.
-cdef bint _READING_API = sys.version_info >= (3, 11)
+cdef bint _READING_API = _asyncio_compat.PIPE_READING_API
 
 cdef enum:
     # asyncio's max_size: the most one read returns.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import threading
 from typing import Any, Coroutine, TypeVar
 
+from . import _asyncio_compat
 from .base_events import new_event_loop
 
 _T = TypeVar("_T")
@@ -20,9 +20,9 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     remaining tasks cancelled, async generators finalised and the default
     executor shut down.
     """
-    if sys.version_info >= (3, 12):
+    if _asyncio_compat.RUN_TAKES_LOOP_FACTORY:
         return asyncio.run(main, debug=debug, loop_factory=new_event_loop)
-    if sys.version_info >= (3, 11):
+    if _asyncio_compat.HAS_RUNNER:
         # asyncio.run() checks this before entering its Runner, whose exit
         # would otherwise fail too and hide the message.
         if asyncio.events._get_running_loop() is not None:

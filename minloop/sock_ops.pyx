@@ -1,4 +1,4 @@
-# cython: language_level=3, binding=True
+# cython: binding=True
 """The loop's sock_* coroutines, compiled.
 
 Each follows asyncio's selector loop (Lib/asyncio/selector_events.py) step

@@ -17,7 +17,6 @@ What differs is only how the work is done:
 
 import contextvars
 import socket as _socket
-import sys
 import warnings
 
 from asyncio import base_events as _aio_base_events
@@ -26,6 +25,8 @@ from asyncio import futures as _aio_futures
 from asyncio import protocols as _aio_protocols
 from asyncio import trsock as _aio_trsock
 from asyncio.log import logger as _logger
+
+from . import _asyncio_compat
 
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
@@ -54,14 +55,11 @@ cdef object _copy_context = contextvars.copy_context
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef object _SHUT_WR = _socket.SHUT_WR
 
-# 3.13 made Server track its transports: _attach(transport)/_detach(transport).
-cdef bint _SERVER_TRACKS_TRANSPORTS = sys.version_info >= (3, 13)
-# Before 3.12 asyncio's writelines() is WriteTransport's, which calls
-# write(): its errors name write().
-cdef str _WRITELINES = 'writelines' if sys.version_info >= (3, 12) else 'write'
-cdef bint _WRITELINES_JOINS = sys.version_info < (3, 12)
-# 3.11 added ssl_shutdown_timeout to the TLS accept path.
-cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = sys.version_info >= (3, 11)
+cdef bint _SERVER_TRACKS_TRANSPORTS = _asyncio_compat.SERVER_TRACKS_TRANSPORTS
+cdef bint _WRITELINES_JOINS = _asyncio_compat.WRITELINES_JOINS
+# What writelines()'s errors call it (write() where it joins and writes).
+cdef str _WRITELINES = 'write' if _WRITELINES_JOINS else 'writelines'
+cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT
 
 cdef enum:
     # asyncio's max_size: the most one read returns.

@@ -49,14 +49,11 @@ import warnings
 
 from asyncio.log import logger
 
-# 3.11 moved the wake-up of _wait()'s futures from the exit to
-# connection_lost, so that a wait() begun before the exit returns after every
-# pipe is drained (base_subprocess.py, 3.10 vs 3.11).
-_WAKE_WAITERS_AT_EXIT = sys.version_info < (3, 11)
+from . import _asyncio_compat
 
-# 3.13 ignores PermissionError (a setuid child) as well when close() kills.
+_WAKE_WAITERS_AT_EXIT = _asyncio_compat.SUBPROCESS_WAKES_WAITERS_AT_EXIT
 _KILL_ERRORS_IGNORED = ((ProcessLookupError, PermissionError)
-                        if sys.version_info >= (3, 13)
+                        if _asyncio_compat.SUBPROCESS_KILL_IGNORES_PERMISSION
                         else (ProcessLookupError,))
 
 

@@ -34,8 +34,9 @@ import warnings
 from asyncio import constants as _aio_constants
 from asyncio import exceptions as _aio_exceptions
 from asyncio import protocols as _aio_protocols
-from asyncio import sslproto as _aio_sslproto
 from asyncio.log import logger as _logger
+
+from . import _asyncio_compat
 
 cimport cython
 from cpython.buffer cimport PyBUF_WRITE
@@ -61,10 +62,7 @@ cdef object _MemoryBIO = ssl.MemoryBIO
 cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _CancelledError = _aio_exceptions.CancelledError
 cdef object _TimeoutError = _aio_exceptions.TimeoutError
-# asyncio 3.12.8+/3.13.1+ (gh-118950): the app transport is closing once the
-# socket transport is.  Followed where the running asyncio does it.
-cdef bint _CLOSING_FOLLOWS_TRANSPORT = hasattr(
-    _aio_sslproto.SSLProtocol, '_is_transport_closing')
+cdef bint _CLOSING_FOLLOWS_TRANSPORT = _asyncio_compat.TLS_CLOSING_FOLLOWS_TRANSPORT
 cdef object _deque = collections.deque
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES

@@ -1,0 +1,75 @@
+"""What the running asyncio does, where its versions differ: the one home of
+minloop's asyncio behaviour switches.
+
+Each flag is detected from asyncio itself where an attribute or signature
+shows the change; where the change hides inside a method body, the version
+that made it is the test.  Each is read once at import; the compiled modules
+copy the ones they use into C variables.  Interpreter facts needed at compile
+time (struct layouts, C API) are in src/py_compat.h instead.
+"""
+
+import asyncio
+import inspect
+import sys
+from asyncio import base_events as _base_events
+from asyncio import constants as _constants
+from asyncio import format_helpers as _format_helpers
+from asyncio import selector_events as _selector_events
+from asyncio import sslproto as _sslproto
+from asyncio import unix_events as _unix_events
+
+# asyncio.Runner, used by asyncio.run() (3.11, bpo-47062).
+HAS_RUNNER = hasattr(asyncio, 'Runner')
+# asyncio.run(loop_factory=...) (3.12, gh-99388).
+RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parameters
+
+# format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
+FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
+    _format_helpers._format_callback_source).parameters
+
+# Server tracks its transports: _attach(transport)/_detach(transport)
+# (3.13, gh-113538).
+SERVER_TRACKS_TRANSPORTS = 'transport' in inspect.signature(
+    _base_events.Server._attach).parameters
+
+# The socket transport has its own writelines() (3.12, gh-91166); before, it
+# is WriteTransport's, which joins the buffers and calls write(), so its
+# errors name write().
+WRITELINES_JOINS = 'writelines' not in vars(_selector_events._SelectorSocketTransport)
+
+# constants.SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout on the TLS paths
+# (3.11, bpo-44011).
+HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_constants, 'SSL_SHUTDOWN_TIMEOUT')
+
+# Selector transports, the datagram one included, got is_reading()/
+# pause_reading()/resume_reading() (3.11); before, a datagram
+# transport inherited ReadTransport's, which raise NotImplementedError.
+DATAGRAM_READING_API = 'is_reading' in vars(_selector_events._SelectorTransport)
+# The read pipe transport got is_reading() (3.11); before, ReadTransport's
+# raised NotImplementedError.
+PIPE_READING_API = 'is_reading' in vars(_unix_events._UnixReadPipeTransport)
+
+# The TLS app transport is closing once the socket transport is
+# (3.12.8/3.13.1, gh-118950).
+TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_closing')
+
+# By version from here on: the change is inside a method body.
+
+# Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
+# drop them) and count 8 header bytes per buffered datagram in
+# get_write_buffer_size().  (3.13.0 subtracted only the payload when a
+# buffered datagram left, so its count crept up; later 3.13 releases
+# subtract both, as minloop does.)
+DATAGRAM_SENDS_EMPTY = sys.version_info >= (3, 13)
+DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
+# The datagram transport keeps a running count for get_write_buffer_size()
+# (3.11), which _force_close() leaves as it was when it drops the buffer;
+# 3.10 sums the buffer.
+DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
+
+# Subprocess _wait() futures are woken in connection_lost, after every pipe
+# is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).
+SUBPROCESS_WAKES_WAITERS_AT_EXIT = sys.version_info < (3, 11)
+# The subprocess transport's close() ignores PermissionError (a setuid
+# child) as well when it kills (3.13).
+SUBPROCESS_KILL_IGNORES_PERMISSION = sys.version_info >= (3, 13)

@@ -1,0 +1,20 @@
+/* py_compat: the one home of minloop's compile-time facts about the
+ * interpreter (PY_VERSION_HEX gates for C and Cython verbatim blocks).
+ * Facts about asyncio's behaviour are detected at run time instead, in
+ * minloop/_asyncio_compat.py.  Include after Python.h. */
+#ifndef MINLOOP_PY_COMPAT_H
+#define MINLOOP_PY_COMPAT_H
+
+#include <Python.h>
+
+/* contextvars.Context's layout (ctx_prev, ctx_vars, ctx_weakreflist,
+ * ctx_entered in internal/pycore_context.h) is the one 3.10-3.13 use; the
+ * free-threaded build and later versions are not assumed to keep it
+ * (handles.pyx also confirms it at import time). */
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define MINLOOP_KNOWN_CONTEXT_LAYOUT 1
+#else
+#define MINLOOP_KNOWN_CONTEXT_LAYOUT 0
+#endif
+
+#endif /* MINLOOP_PY_COMPAT_H */
