@@ -41,11 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"loop.sendfile of a {args.size_mb} MB file", False, kind="sendfile",
                       size=size, per="MB")]
     settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning())
-    probes, available, results = suite.measure_rows(rows, names, settings)
-    for n in names:
-        if not probes[n]["available"]:
-            print(f"skipping {n}: {probes[n]['reason']}")
-    suite.print_report(results, available, settings)
+    results = suite.measure_and_report(rows, names, settings)
     return 0 if report.ok(results) else 1
 
 

@@ -59,11 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         pin=procs.Pinning(not args.no_pin))
     rows = [row(int(size), int(conns)) for size in args.sizes.split(",")
             for conns in args.conns.split(",")]
-    probes, available, results = suite.measure_rows(rows, names, settings)
-    for n in names:
-        if not probes[n]["available"]:
-            print(f"skipped: {n} ({probes[n]['reason']})")
-    suite.print_report(results, available, settings)
+    results = suite.measure_and_report(rows, names, settings)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": procs.machine_info(), "pinning": settings.pin.describe,

@@ -23,6 +23,18 @@ class Unavailable(Exception):
     """The loop implementation cannot be used in this interpreter."""
 
 
+def answer_of(measure: Callable[[], dict], missing: str) -> dict:
+    """What a measuring child prints: measure()'s result, or why the loop
+    cannot run it ("unsupported"; `missing` names the API when the loop's
+    exception says nothing) or what failed ("error")."""
+    try:
+        return measure()
+    except (Unavailable, NotImplementedError) as exc:
+        return {"unsupported": f"{type(exc).__name__}: {exc or missing}"}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _asyncio_factory() -> LoopFactory:
     # SelectorEventLoop by name, not asyncio.new_event_loop(): an installed
     # policy (uvloop.install(), say) must not silently change the baseline.

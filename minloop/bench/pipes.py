@@ -107,13 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    try:
-        result = run(loops.factory(args.loop), total_bytes(args.mib, args.chunk_kb),
-                     args.chunk_kb * 1024)
-    except (loops.Unavailable, NotImplementedError) as exc:
-        result = {"unsupported": f"{type(exc).__name__}: {exc or 'from connect_*_pipe'}"}
-    except Exception as exc:
-        result = {"error": f"{type(exc).__name__}: {exc}"}
+    result = loops.answer_of(
+        lambda: run(loops.factory(args.loop), total_bytes(args.mib, args.chunk_kb),
+                    args.chunk_kb * 1024),
+        "from connect_*_pipe")
     print(json.dumps(result), flush=True)
     return 0
 

@@ -91,12 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
-    try:
-        result = run(loops.factory(args.loop), args.n, args.concurrency, args.pipes)
-    except (loops.Unavailable, NotImplementedError) as exc:
-        result = {"unsupported": f"{type(exc).__name__}: {exc or 'from subprocess_exec'}"}
-    except Exception as exc:
-        result = {"error": f"{type(exc).__name__}: {exc}"}
+    result = loops.answer_of(
+        lambda: run(loops.factory(args.loop), args.n, args.concurrency, args.pipes),
+        "from subprocess_exec")
     print(json.dumps(result), flush=True)
     return 0
 

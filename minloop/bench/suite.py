@@ -559,6 +559,17 @@ def measure_rows(rows: list[Row], loop_names: list[str], settings: Settings
     return probes, available, results
 
 
+def measure_and_report(rows: list[Row], loop_names: list[str], settings: Settings) -> dict:
+    """measure_rows(), then a line for each loop that could not run, then
+    print_report(): what the scripts in benchmarks/ print.  The results."""
+    probes, available, results = measure_rows(rows, loop_names, settings)
+    for n in loop_names:
+        if not probes[n]["available"]:
+            print(f"skipping {n}: {probes[n]['reason']}")
+    print_report(results, available, settings)
+    return results
+
+
 def print_report(results: dict, available: list[str], settings: Settings) -> None:
     """The table, the details, the notes and the summary, as the bench prints them."""
     print(report.table(results, available))
