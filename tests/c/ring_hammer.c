@@ -37,6 +37,8 @@ static ready_ring ring;
 static wakeup_fds wake;
 static int go;   /* set once every producer exists (macOS has no barriers) */
 static unsigned long writes[PRODUCERS];
+/* Set by the consumer while it sleeps (between ring_sleep() and its wake). */
+static int consumer_sleeping;
 
 static void *producer(void *arg)
 {
@@ -44,6 +46,14 @@ static void *producer(void *arg)
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
         sched_yield();
     for (uintptr_t seq = 1; seq <= PER_THREAD; seq++) {
+        if (id == 0 && seq == PER_THREAD) {
+            /* Hold the last item back until the consumer, having drained
+             * everything else, sleeps: on a busy machine it may otherwise
+             * never find the ring empty, and the wake-up path would go
+             * untested.  The consumer cannot finish without this item. */
+            while (!__atomic_load_n(&consumer_sleeping, __ATOMIC_ACQUIRE))
+                sched_yield();
+        }
         /* An item is its producer and sequence number, never NULL. */
         int rc = ring_push_wake(&ring, (void *)((seq << 8) | id));
         if (rc < 0) {
@@ -180,8 +190,10 @@ int main(void)
         }
         if (!ring_sleep(&ring))
             continue;   /* something came in after the pop looked */
+        __atomic_store_n(&consumer_sleeping, 1, __ATOMIC_RELEASE);
         struct pollfd p = {wake.read_fd, POLLIN, 0};
         int n = poll(&p, 1, 5000);
+        __atomic_store_n(&consumer_sleeping, 0, __ATOMIC_RELEASE);
         ring_awake(&ring);
         if (n == 0) {
             fprintf(stderr, "lost wake-up: slept 5 s with %lu of %lu items seen, %zu queued\n",
