@@ -195,7 +195,8 @@ def _group_title(group: str, results: dict) -> str:
     for e in results.values():
         if e["row"]["group"] == "other":
             units.setdefault(e["row"]["kind"], e["row"]["unit"])
-    return "other: " + ", ".join(f"{kind} {unit}" for kind, unit in units.items())
+    return "other: " + ", ".join(f"{'TLS' if kind == 'tls' else kind} {unit}"
+                                 for kind, unit in units.items())
 
 
 def _columns(rows: list[list[str]], right_from: int, gaps: list[int],
