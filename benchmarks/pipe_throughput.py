@@ -18,10 +18,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import compare  # noqa: E402  (_names)
-from minloop.bench import loops, pipes, procs, report, suite  # noqa: E402
+from minloop.bench import pipes, procs, suite  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,14 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.mb < 1 or args.chunk_kb < 1 or args.rounds < 1:
         parser.error("--mb, --chunk-kb and --rounds must be at least 1")
 
-    names = compare._names(parser, args.loops, loops.NAMES, "loop")
+    names = suite.parse_loops(parser, args.loops)
     rows = [suite.Row(f"ospipe-{args.mb}m-{args.chunk_kb}k", "other",
                       f"{args.mb} MiB through a pipe in {args.chunk_kb} KiB writes", False,
                       kind="ospipe", size=args.mb * pipes.MiB, chunk=args.chunk_kb * 1024,
                       per="MiB")]
     settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning())
-    results = suite.measure_and_report(rows, names, settings)
-    return 0 if report.ok(results) else 1
+    return suite.run_script(rows, names, settings)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import compare  # noqa: E402  (_names)
-from minloop.bench import loops, procs, report, sendfile, suite  # noqa: E402
+from minloop.bench import procs, sendfile, suite  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.size_mb < 1 or args.rounds < 1:
         ap.error("--size-mb and --rounds must be at least 1")
 
-    names = compare._names(ap, args.loops, loops.NAMES, "loop")
+    names = suite.parse_loops(ap, args.loops)
     size = args.size_mb * sendfile.MB
     # Made now, in --dir: the measurements reuse the files of their size.
     sendfile.files(size, args.dir)
@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"loop.sendfile of a {args.size_mb} MB file", False, kind="sendfile",
                       size=size, per="MB")]
     settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning())
-    results = suite.measure_and_report(rows, names, settings)
-    return 0 if report.ok(results) else 1
+    return suite.run_script(rows, names, settings)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import compare  # noqa: E402  (_names)
-from minloop.bench import loops, procs, report, suite  # noqa: E402
+from minloop.bench import procs, suite  # noqa: E402
 
 
 def count(n: int) -> str:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.n < 1 or args.concurrency < 1 or args.rounds < 1:
         ap.error("--n, --concurrency and --rounds must be at least 1")
 
-    names = compare._names(ap, args.loops, loops.NAMES, "loop")
+    names = suite.parse_loops(ap, args.loops)
     stdio = "pipes" if args.pipes else "/dev/null"
     suffix = "-pipes" if args.pipes else ""
     rows = [suite.Row(f"spawn-{count(args.n)}-sequential{suffix}", "other",
@@ -55,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                       kind="spawn", n=args.n, at_once=args.concurrency, per="processes",
                       mode="pipes" if args.pipes else "echo")]
     settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning())
-    results = suite.measure_and_report(rows, names, settings)
-    return 0 if report.ok(results) else 1
+    return suite.run_script(rows, names, settings)
 
 
 if __name__ == "__main__":

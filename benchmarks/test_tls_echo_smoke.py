@@ -38,7 +38,7 @@ def test_rows_produce_table(tmp_path):
     data = json.loads(out.read_text())
     for row in ("tls-1k-c2", "tls-64k-c2"):
         for loop in ("asyncio", "minloop"):
-            cell = data["results"][row][loop]
+            cell = data["rows"][row]["cells"][loop]
             assert not cell["errors"] and not cell["problems"], cell
             (sample,) = cell["samples"]
             assert sample["round_trips"] > 0 and sample["server_cpu"] >= 0

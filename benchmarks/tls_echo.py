@@ -16,14 +16,13 @@ faster.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import compare  # noqa: E402  (_names)
-from minloop.bench import loops, procs, report, suite  # noqa: E402
+from minloop.bench import loops, procs, suite  # noqa: E402
 
 KiB = 1024
 
@@ -48,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loops", default=",".join(loops.NAMES),
                         help="comma-separated loops, in run order (default: %(default)s)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin to CPUs")
-    parser.add_argument("--json", metavar="FILE", help="also write every sample as JSON")
+    parser.add_argument("--json", metavar="FILE", help="also write every round's figures as JSON (the bench's --json)")
     args = parser.parse_args(argv)
 
-    names = compare._names(parser, args.loops, loops.NAMES, "loop")
+    names = suite.parse_loops(parser, args.loops)
     settings = suite.Settings(
         quick=False, rounds=args.rounds or (2 if args.quick else 4),
         duration=args.duration or (0.3 if args.quick else 1.0),
@@ -59,16 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         pin=procs.Pinning(not args.no_pin))
     rows = [row(int(size), int(conns)) for size in args.sizes.split(",")
             for conns in args.conns.split(",")]
-    results = suite.measure_and_report(rows, names, settings)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": procs.machine_info(), "pinning": settings.pin.describe,
-                       "rounds": settings.rounds, "duration": settings.duration,
-                       "warmup": settings.warmup,
-                       "results": {rid: e["cells"] for rid, e in results.items()}},
-                      f, indent=2)
-    return 0 if report.ok(results) else 1
-
+    return suite.run_script(rows, names, settings, json_path=args.json)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,12 +8,18 @@ the transport's and the loop's.
 
     python benchmarks/udp_echo.py [--rounds 5] [--n 200000] [--size 64]
                                   [--clients 1,10] [--window 1]
-                                  [--loops asyncio,minloop,uvloop]
+                                  [--loops asyncio,minloop,uvloop] [--json FILE]
 
-Each measurement runs in a fresh interpreter; rounds interleave the loops;
-cells are medians of the rounds, of wall time and of the process's CPU time
-(user + system: the kernel's loopback work runs in the sending syscall, so
-on a busy machine CPU time is the steadier measure).
+A row per client count, udp-inproc-<size>b-s<clients> (-w<window> where
+more than one datagram is in flight): what this script measures differently
+from the bench's udp-* rows (a server process and a load generator in
+another) is the one process holding both ends.  Each measurement runs in a
+fresh interpreter; the rounds, medians, ratios and report are the bench's
+(minloop/bench/suite.py): round trips per second of wall time in the table
+(minloop's over the other loop's: above 1, minloop is faster), the
+process's CPU time for the whole run in the details (user + system: the
+kernel's loopback work runs in the sending syscall, so on a busy machine
+CPU time is the steadier measure).
 """
 
 from __future__ import annotations
@@ -22,15 +28,13 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from minloop.bench import loops  # noqa: E402
+from minloop.bench import loops, procs, suite  # noqa: E402
 
 
 class Echo(asyncio.DatagramProtocol):
@@ -97,53 +101,48 @@ def child(loop_name: str, n: int, clients: int, window: int, size: int) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu}))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def measure(row: suite.Row, loop_name: str, settings: suite.Settings) -> dict:
+    """One run in a fresh interpreter: the bench's sample (rate: round trips/s)."""
+    answer = procs.run_json([sys.executable, __file__, "--child", loop_name, str(row.conns),
+                             "--n", str(row.n), "--size", str(row.size),
+                             "--window", str(row.depth)], settings.timeout)
+    if "error" in answer:
+        return answer
+    return dict(answer, rate=row.n / answer["seconds"], problems=[])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--clients", default="1,10")
     ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--loops", default="asyncio,minloop,uvloop")
-    ap.add_argument("--child", nargs=2, metavar=("LOOP", "CLIENTS"))
-    args = ap.parse_args()
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write every round's figures as JSON (the bench's --json)")
+    ap.add_argument("--child", nargs=2, metavar=("LOOP", "CLIENTS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], args.n, int(args.child[1]), args.window, args.size)
         return 0
+    try:
+        clients = [int(c) for c in args.clients.split(",")]
+    except ValueError:
+        ap.error("--clients takes comma-separated numbers")
+    if min([args.rounds, args.n, args.size, args.window] + clients) < 1:
+        ap.error("--rounds, --n, --size, --window and --clients must be at least 1")
 
-    names = args.loops.split(",")
-    client_counts = [int(c) for c in args.clients.split(",")]
-    times = {(name, c): [] for name in names for c in client_counts}
-    for _ in range(args.rounds):
-        for c in client_counts:
-            for name in names:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--child", name, str(c),
-                     "--n", str(args.n), "--size", str(args.size),
-                     "--window", str(args.window)],
-                    capture_output=True, text=True, check=True)
-                times[(name, c)].append(
-                    json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"UDP echo: {args.n} round trips, {args.size}-byte datagrams, "
-          f"window {args.window}, median of {args.rounds} rounds "
-          f"(Python {sys.version.split()[0]})")
-    others = [n for n in names if n != "minloop"] if "minloop" in names else []
-    for metric in ("seconds", "cpu"):
-        print(f"\n{'wall' if metric == 'seconds' else 'CPU'} time:")
-        header = "| clients | " + " | ".join(f"{n} ms" for n in names)
-        header += "".join(f" | vs {n}" for n in others)
-        print(header + " |")
-        print("|" + "---|" * header.count("|"))
-        for c in client_counts:
-            runs = {n: [r[metric] for r in times[(n, c)]] for n in names}
-            med = {n: statistics.median(runs[n]) for n in names}
-            row = f"| {c} | " + " | ".join(f"{med[n] * 1e3:.1f}" for n in names)
-            row += "".join(f" | {med[n] / med['minloop']:.2f}x" for n in others)
-            print(row + " |")
-            print("    spread ms: " + ", ".join(
-                f"{n} {min(runs[n]) * 1e3:.0f}-{max(runs[n]) * 1e3:.0f}"
-                for n in names))
-    return 0
+    names = suite.parse_loops(ap, args.loops)
+    window = f"-w{args.window}" if args.window > 1 else ""
+    rows = [suite.Row(f"udp-inproc-{args.size}b-s{c}{window}", "other",
+                      f"{args.n} round trips of {args.size}-byte datagrams, {c} client "
+                      f"endpoint(s) with {args.window} in flight each, server and clients "
+                      f"in one loop", False, kind="udp-inproc", n=args.n, conns=c,
+                      size=args.size, depth=args.window, per="round trips")
+            for c in clients]
+    settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning(False, "not pinned"))
+    return suite.run_script(rows, names, settings, measure=measure, json_path=args.json)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from .datagram import DatagramTransport as _DatagramTransport
 from .loop import LoopCore
 from .pipes import ReadPipeTransport as _ReadPipeTransport
 from .pipes import WritePipeTransport as _WritePipeTransport
-from .unix_events import SignalHandlingMixin
+from .signals import SignalHandlingMixin
 
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop

@@ -1,5 +1,6 @@
 # C declarations of src/: one place, so .pyx files cimport names, not headers.
 
+from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint64_t
 
 
@@ -94,3 +95,21 @@ cdef extern from "sendfile.h" nogil:
     enum:
         SENDFILE_AVAILABLE
     ssize_t sendfile_chunk(int sock, int file, int64_t offset, size_t count)
+
+
+# --- The system's and CPython's own calls the .pyx files make directly ---
+# (recv/send without the socket module; a bytes object as a pointer we own.)
+
+
+cdef extern from "sys/socket.h" nogil:
+    ssize_t c_recv "recv"(int fd, void *buf, size_t n, int flags)
+    ssize_t c_send "send"(int fd, const void *buf, size_t n, int flags)
+
+
+cdef extern from "Python.h":
+    Py_ssize_t PY_SSIZE_T_MAX
+    # A new bytes object of n unset bytes, as a pointer we own (NULL v): it
+    # is filled, then resized in place with _PyBytes_Resize (which wants the
+    # only reference) before it becomes an object, as socket.recv() does.
+    PyObject *PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize"(
+        const char *v, Py_ssize_t n) except NULL

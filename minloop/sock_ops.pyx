@@ -57,21 +57,10 @@ from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle
 from .includes cimport (POLLER_READ, POLLER_WRITE, SENDFILE_AVAILABLE,
-                        sendfile_chunk)
+                        sendfile_chunk, c_recv, c_send, PY_SSIZE_T_MAX,
+                        PyBytes_FromStringAndSize_raw)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
-
-
-cdef extern from "sys/socket.h" nogil:
-    ssize_t c_recv "recv"(int fd, void *buf, size_t n, int flags)
-    ssize_t c_send "send"(int fd, const void *buf, size_t n, int flags)
-
-
-cdef extern from "Python.h":
-    Py_ssize_t PY_SSIZE_T_MAX
-    # The raw form, to resize the bytes in place as socket.recv() does.
-    PyObject *PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize"(
-        const char *v, Py_ssize_t n) except NULL
 
 
 cdef object _socket_type = _socket.socket

@@ -44,13 +44,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, _PyBytes_Resize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport PyObject, Py_XDECREF
 
-cdef extern from "Python.h":
-    # A new bytes object of n unset bytes, as a pointer we own: it is
-    # filled and resized (_PyBytes_Resize wants the only reference) before
-    # it becomes an object.
-    PyObject *_new_bytes "PyBytes_FromStringAndSize" (const char *v, Py_ssize_t n) except NULL
-
 from .flow_control cimport water_marks
+from .includes cimport PyBytes_FromStringAndSize_raw
 from .transport_bases cimport BufferedProtocolBase, TLSTransportBase
 
 
@@ -642,7 +637,7 @@ cdef class SSLProtocol(BufferedProtocolBase):
             while self._may_read():
                 if data == NULL:
                     cap = self._incoming.pending + self._sslobj_pending()
-                    data = _new_bytes(NULL, cap)
+                    data = PyBytes_FromStringAndSize_raw(NULL, cap)
                     total = 0
                 count = self._sslobj_read(cap - total, PyMemoryView_FromMemory(
                     PyBytes_AS_STRING(<object>data) + total, cap - total,

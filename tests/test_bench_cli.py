@@ -625,6 +625,10 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
     ('subprocess_spawn.py', ['--n', '6', '--concurrency', '3', '--rounds', '1'],
      ['spawn-6-sequential', 'spawn-6-at3']),
     ('sendfile_bench.py', ['--size-mb', '2', '--rounds', '1'], ['sendfile-2m']),
+    ('compare.py', ['--quick', '--rounds', '1', '--workloads', 'call_soon_chain,timers_fire_due'],
+     ['call_soon_chain', 'timers_fire_due']),
+    ('udp_echo.py', ['--rounds', '1', '--n', '500', '--clients', '1,3', '--window', '2'],
+     ['udp-inproc-64b-s1-w2', 'udp-inproc-64b-s3-w2']),
 ])
 def test_benchmark_scripts_run_through_the_engine(script, args, rows):
     path = os.path.join(BENCHMARKS, script)
@@ -636,3 +640,55 @@ def test_benchmark_scripts_run_through_the_engine(script, args, rows):
     for rid in rows:
         line = table_line(proc.stdout, rid)
         assert 'FAILED' not in line and line.split()[-1].endswith('x'), line
+
+
+def test_run_rows_takes_a_scripts_measure_and_a_baseline_in_some_rounds():
+    # benchmarks/net_compare.py's shape: its own measuring, and a column that
+    # is not a loop (its C server) in rounds 1 and 3 of 4.
+    seen = []
+
+    def measure(row, name, settings):
+        seen.append((row.id, name))
+        rate = {'asyncio': 100.0, 'minloop': 200.0, 'c-server': 400.0}[name]
+        return {'rate': rate, 'server_us': 1e6 / rate, 'problems': []}
+
+    rows = [suite.ROWS['tcp-protocol-1k-c1'], suite.ROWS['udp-1k-s1']]
+    names = ['asyncio', 'minloop', 'c-server']
+    rounds_of = {'c-server': {1, 3}}
+    settings = suite.Settings(False, 4, 0.0, 0.0, procs.Pinning(False))
+    total = suite.runs(rows, names, 4, rounds_of)
+    progress = report.Progress(total, stream=io.StringIO())
+    results = suite.run_rows(rows, names, settings, progress, {}, measure, rounds_of)
+    assert total == len(seen) == progress.done == 2 * (4 + 4 + 2)
+    cells = results['tcp-protocol-1k-c1']['cells']
+    assert [s['round'] for s in cells['c-server']['samples']] == [1, 3]
+    assert results['udp-1k-s1']['ratios'] == {'asyncio': 2.0}
+    assert results['udp-1k-s1']['cpu_ratios'] == {'asyncio': 2.0}
+    table = report.table(results, names)
+    assert table_line(table, 'tcp-protocol-1k-c1').split() == ['tcp-protocol-1k-c1', '100',
+                                                               '200', '400', '2.00x']
+    # The summary: the net group, and README's TCP echo rows apart.
+    text = report.summary(results, names, suite.SUMMARY_SUBSETS)
+    assert '2.00x vs asyncio (2.00x by CPU) (2 rows)' in ' '.join(text.split())
+    assert any(line.split()[:2] == ['tcp', 'echo'] and '(1 row)' in line
+               for line in text.splitlines())
+
+
+def test_select_rows_over_a_scripts_rows_and_groups():
+    rows = {rid: r for rid, r in suite.ROWS.items() if rid.startswith(('tcp-', 'udp-'))}
+    groups = {'udp': [rid for rid in rows if rid.startswith('udp-')]}
+    chosen = suite.select_rows('udp,tcp-sock-1k', False, rows, groups)
+    assert [r.id for r in chosen] == ['tcp-sock-1k-c1', 'tcp-sock-1k-c16', 'udp-1k-s1',
+                                      'udp-1k-s10']
+    with pytest.raises(ValueError, match='no row matches'):
+        suite.select_rows('http', False, rows, groups)
+
+
+def test_script_loop_names_are_checked_as_usage_errors():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    assert suite.parse_loops(parser, ' asyncio, minloop ') == ['asyncio', 'minloop']
+    assert suite.parse_loops(parser, '', '--require') == []
+    with pytest.raises(SystemExit):
+        suite.parse_loops(parser, 'asyncio,tokio')

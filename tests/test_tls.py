@@ -1,12 +1,19 @@
-"""TLS on the loop: asyncio's SSLProtocol over the loop's stream transport.
+"""TLS on the loop: minloop's compiled TLS layer over its stream transport.
 
-minloop runs asyncio's own TLS layer (sslproto.SSLProtocol, a protocol
-between the socket transport and the application's protocol) over its
-compiled socket transport, so what is tested here is that the two fit:
+minloop does TLS as asyncio 3.11+ does, as a protocol between the socket
+transport and the application's protocol, but with its own compiled copy of
+that layer (minloop/tls.pyx: the states, callbacks, flow control and errors
+of asyncio's sslproto.SSLProtocol, on every Python minloop supports,
+3.10 included); loop._make_ssl_transport puts it over minloop's socket
+transport.  What is tested here is the whole path through real sockets:
 bulk data both ways, many short connections (no fd or memory growth),
-handshake and shutdown timeouts, garbage instead of a ClientHello, the
-extra info, close_notify, loop.start_tls / StreamWriter.start_tls, TLS over
-a Unix socket and connect_accepted_socket(ssl=).
+handshake and shutdown timeouts (TLS 1.3's included), garbage instead of a
+ClientHello, certificate failures, the extra info, flow control, abort,
+exceptions raised by the application's protocol, close_notify and ragged
+EOFs against a plain OpenSSL peer (BlockingTLSPeer), a server closing its
+TLS clients, loop.start_tls / StreamWriter.start_tls, TLS over a Unix
+socket and connect_accepted_socket(ssl=).  The layer alone, driven record
+by record against asyncio's SSLProtocol, is tests/test_tls_protocol.py.
 
 Every test runs on asyncio's loop and on minloop (the ``loop`` fixture);
 asyncio's behaviour is the specification.  The certificates are

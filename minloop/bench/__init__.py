@@ -10,5 +10,6 @@ spawn      subprocess spawn + wait (the spawn-* rows)
 sendfile   loop.sendfile to a receiver process (the sendfile-* row)
 pipes      bytes through an os.pipe() between pipe transports (the ospipe-* row)
 procs      child interpreters, CPU pinning and CPU time, the machine's description
-suite      the standard set of rows, running them, and the report (main())
+suite      the standard set of rows and run_script(), the one runner every script
+           in benchmarks/ and main() use: rounds, medians, ratios, report, JSON
 """

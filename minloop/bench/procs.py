@@ -86,16 +86,17 @@ def probe_loops(names: list[str], timeout: float = 120.0) -> dict[str, dict]:
 
 class Pinning:
     """The CPU for the server and the one for the load generator, or None for
-    both where pinning is impossible (no sched_setaffinity, one usable CPU)."""
+    both where pinning is impossible (no sched_setaffinity, one usable CPU)
+    or not wanted (enabled false; off says why)."""
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, off: str = "--no-pin"):
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.server = self.client = None
         # One usable CPU: the server and the load generator take turns on it,
         # so the generator's CPU is part of every round trip's cost.
         self.shared = len(cpus) == 1
         if not enabled:
-            self.describe = "not pinned (--no-pin)"
+            self.describe = f"not pinned ({off})"
         elif not hasattr(os, "sched_setaffinity"):
             self.describe = "not pinned (no sched_setaffinity on this OS)"
         elif len(cpus) < 2:

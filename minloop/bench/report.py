@@ -78,16 +78,19 @@ def _lower_better(entry: dict) -> bool:
     return bool(entry["row"].get("lower_better"))
 
 
-def ratios(entry: dict) -> dict:
+def ratios(entry: dict, key: str = "rate", lower_better: bool | None = None) -> dict:
     """minloop's median figure over each other loop's (the inverse where a
-    lower figure is better): above 1, minloop is ahead."""
+    lower figure is better: the row's lower_better, unless given): above 1,
+    minloop is ahead.  key "server_us" (lower_better): the server's CPU per
+    round trip, the other loop's over minloop's."""
     cells = entry["cells"]
-    ref = _median(cells[REF], "rate") if REF in cells else None
+    lower = _lower_better(entry) if lower_better is None else lower_better
+    ref = _median(cells[REF], key) if REF in cells else None
     out = {}
     for other in OTHERS:
-        theirs = _median(cells[other], "rate") if other in cells else None
+        theirs = _median(cells[other], key) if other in cells else None
         if ref and theirs:
-            out[other] = theirs / ref if _lower_better(entry) else ref / theirs
+            out[other] = theirs / ref if lower else ref / theirs
     return out
 
 
@@ -121,7 +124,7 @@ def ok(results: dict) -> bool:
 WIDTH = 80  # every line of the report fits an 80-column terminal
 
 
-def _fill(text: str, indent: str = "", subsequent: str | None = None) -> str:
+def fill(text: str, indent: str = "", subsequent: str | None = None) -> str:
     return textwrap.fill(text, width=WIDTH, initial_indent=indent,
                          subsequent_indent=indent + "  " if subsequent is None else subsequent,
                          break_on_hyphens=False)
@@ -150,7 +153,7 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
     for n in names:
         if not probes[n]["available"]:
             lines.append(f"skipped: {n} ({probes[n]['reason']})")
-    return "\n".join(_fill(line) for line in lines) + "\n"
+    return "\n".join(fill(line) for line in lines) + "\n"
 
 
 def _cell_text(cell: dict) -> str:
@@ -182,6 +185,18 @@ GROUP_TITLES = {
     "net": "net: round trips (HTTP: requests) per second",
     "other": "other: TLS round trips/s, spawn processes/s, sendfile MB/s, ospipe MiB/s",
 }
+
+
+def _group_title(group: str, results: dict) -> str:
+    """GROUP_TITLES' heading; other's names the unit of each kind present."""
+    if group != "other":
+        return GROUP_TITLES.get(group, group)
+    units = {}
+    for e in results.values():
+        if e["row"]["group"] == "other":
+            units.setdefault(e["row"]["kind"], e["row"]["unit"])
+    return "other: " + ", ".join(f"{'TLS' if kind == 'tls' else kind} {unit}"
+                                 for kind, unit in units.items())
 
 
 def _columns(rows: list[list[str]], right_from: int, gaps: list[int],
@@ -228,7 +243,7 @@ def table(results: dict, loop_names: list[str]) -> str:
         if g != group:
             if group is not None:
                 out.append("")
-            out.append(GROUP_TITLES.get(g, g))
+            out.append(_group_title(g, results))
             group = g
         out.append(line)
     return "\n".join(out)
@@ -255,10 +270,11 @@ def details(results: dict, loop_names: list[str]) -> str:
         for rid, e in scale.items():
             rows.append([rid] + [_gc_text(_median(e["cells"][n], "gc")) for n in loop_names])
         out += _columns(rows, 1, [0] + [2] * len(loop_names))
-    timed = {rid: e for rid, e in results.items() if e["row"]["group"] == "scale"}
+    timed = {rid: e for rid, e in results.items() if e["row"]["group"] in ("core", "scale")}
     if timed:
         out.append("")
-        out.append("scale rows: milliseconds of the timed part (medians):")
+        out.append(", ".join(sorted({e["row"]["group"] for e in timed.values()}))
+                   + " rows: milliseconds of the timed part (medians):")
         rows = [["row"] + loop_names]
         for rid, e in timed.items():
             cells = []
@@ -295,7 +311,7 @@ def details(results: dict, loop_names: list[str]) -> str:
            and any(_median(c, "server_us") is not None for c in e["cells"].values())}
     if net:
         out.append("")
-        out.append(_fill("net rows: server CPU per round trip, microseconds (medians); "
+        out.append(fill("net rows: server CPU per round trip, microseconds (medians); "
                          "client: the load generator's highest CPU share"))
         rows = [["row"] + loop_names + ["client"]]
         for rid, e in net.items():
@@ -308,8 +324,39 @@ def details(results: dict, loop_names: list[str]) -> str:
                                          f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED
                                                              else "")])
         out += _columns(rows, 1, [0] + [2] * len(loop_names) + [2])
+    out += _net_figures(results, loop_names)
     out += _other_details(results, loop_names)
     return "\n".join(out).strip("\n")
+
+
+def _net_figures(results: dict, loop_names: list[str]) -> list[str]:
+    """MB/s echoed for the rows of 64 KiB messages and more, and the latency
+    percentiles where the load generator gave them (wrk)."""
+    out = []
+    big = {rid: e for rid, e in results.items() if e["row"]["group"] == "net"
+           and e["row"].get("size", 0) >= 64 * 1024
+           and any(_median(c, "mb_s") is not None for c in e["cells"].values())}
+    if big:
+        out += ["", "net rows: MB/s echoed (bytes back per second, medians):"]
+        rows = [["row"] + loop_names]
+        for rid, e in big.items():
+            mb = [_median(e["cells"][n], "mb_s") for n in loop_names]
+            rows.append([rid] + ["-" if v is None else f"{v:.0f}" for v in mb])
+        out += _columns(rows, 1, [0] + [2] * len(loop_names))
+    timed = {rid: e for rid, e in results.items()
+             if any(_median(c, "p50") is not None for c in e["cells"].values())}
+    if timed:
+        out += ["", "latency, p50 / p99 in ms (medians over rounds):"]
+        rows = [["row"] + loop_names]
+        for rid, e in timed.items():
+            cells = []
+            for n in loop_names:
+                p50, p99 = _median(e["cells"][n], "p50"), _median(e["cells"][n], "p99")
+                cells.append("-" if p50 is None or p99 is None
+                             else f"{p50 * 1e3:.2f}/{p99 * 1e3:.2f}")
+            rows.append([rid] + cells)
+        out += _columns(rows, 1, [0] + [2] * len(loop_names))
+    return out
 
 
 # The CPU figure each kind of other row reports: the sample key, its scale, its heading.
@@ -319,6 +366,11 @@ OTHER_CPU = {"tls": ("server_us", 1, "TLS: server CPU per round trip, us"),
              "ospipe": ("seconds", 1e3, "ospipe: milliseconds for the whole transfer")}
 
 
+def _other_cpu(kind: str) -> tuple:
+    """OTHER_CPU's entry for a kind; a script's own kind: its process's CPU."""
+    return OTHER_CPU.get(kind, ("cpu", 1e3, f"{kind}: the measuring process's CPU, ms"))
+
+
 def _other_details(results: dict, loop_names: list[str]) -> list[str]:
     """The other rows' CPU per unit of work (medians), and the path each loop
     took for sendfile (rw: read + write, where the loop has no loop.sendfile)."""
@@ -326,15 +378,14 @@ def _other_details(results: dict, loop_names: list[str]) -> list[str]:
              and any(c.get("samples") for c in e["cells"].values())}
     if not other:
         return []
-    out = ["", _fill("other rows, medians: " + "; ".join(
-        OTHER_CPU[k][2] for k in OTHER_CPU
-        if any(e["row"].get("kind") == k for e in other.values()))
+    kinds = dict.fromkeys(e["row"]["kind"] for e in other.values())
+    out = ["", fill("other rows, medians: " + "; ".join(_other_cpu(k)[2] for k in kinds)
         + ("; rw: sent with read + write (no loop.sendfile)"
            if any(s.get("how") == "read+write" for e in other.values()
                   for c in e["cells"].values() for s in c["samples"]) else ""))]
     rows = [["row"] + loop_names]
     for rid, e in other.items():
-        key, scale, _ = OTHER_CPU[e["row"]["kind"]]
+        key, scale, _ = _other_cpu(e["row"]["kind"])
         cells = []
         for n in loop_names:
             cell = e["cells"][n]
@@ -347,29 +398,58 @@ def _other_details(results: dict, loop_names: list[str]) -> list[str]:
     return out + _columns(rows, 1, [0] + [2] * len(loop_names))
 
 
-def summary(results: dict, loop_names: list[str]) -> str:
-    """One line per group: the geometric mean of minloop's ratios against each loop."""
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summary(results: dict, loop_names: list[str], subsets: dict | None = None) -> str:
+    """One line per group, and per subset (name -> predicate(row id, entry)),
+    of the geometric mean of minloop's ratios against each loop; and of its
+    CPU ratios (server CPU per round trip, theirs over minloop's) where the
+    rows have them."""
     others = [n for n in OTHERS if n in loop_names]
     if REF not in loop_names or not others:
         return ""
-    lines = []
-    groups: dict = {}
+    sets: dict = {}
     for e in results.values():
-        groups.setdefault(e["row"]["group"], []).append(e)
-    for group, entries in groups.items():
+        sets.setdefault(e["row"]["group"], []).append(e)
+    for name, wanted in (subsets or {}).items():
+        chosen = [e for rid, e in results.items() if wanted(rid, e)]
+        ids = {id(e) for e in chosen}
+        if chosen and all(ids != {id(e) for e in v} for v in sets.values()):
+            sets[name] = chosen  # unless it is a whole group again
+    lines = []
+    for name, entries in sets.items():
         parts = []
         for other in others:
             rs = [e["ratios"][other] for e in entries if other in e["ratios"]]
+            cpu = [e["cpu_ratios"][other] for e in entries
+                   if other in e.get("cpu_ratios", {})]
             if rs:
-                gmean = math.exp(sum(math.log(r) for r in rs) / len(rs))
-                parts.append(f"{gmean:.2f}x vs {other}")
+                parts.append(f"{_geomean(rs):.2f}x vs {other}"
+                             + (f" ({_geomean(cpu):.2f}x by CPU)" if cpu else ""))
+        rated = [e for e in entries if e["ratios"]]
         if parts:
-            lines.append(f"  {group:<7}" + ", ".join(parts)
-                         + f" ({len(entries)} row{'s' if len(entries) > 1 else ''})")
+            lines.append(fill(f"{name:<8} " + ", ".join(parts)
+                              + f" ({len(rated)} row{'s' if len(rated) > 1 else ''})",
+                              "  ", "    "))
     if not lines:
         return ""
-    return "\n".join([f"summary: geometric mean per group of {REF}'s ratios (above 1: "
-                      f"{REF} ahead)"] + lines)
+    by_cpu = any(e.get("cpu_ratios") for e in results.values())
+    return "\n".join([fill(f"summary: geometric mean per group of {REF}'s ratios (above 1: "
+                            f"{REF} ahead"
+                            + (f"; by CPU: the server's CPU per round trip, the other "
+                               f"loop's over {REF}'s)" if by_cpu else ")"))] + lines)
+
+
+# What each kind of other row measures, for the notes; a script's own kind
+# is named by itself (its docstring says more).
+OTHER_NOTES = {"tls": "TLS echo through create_server(ssl=), measured by a TLS load "
+                      "generator in its own process",
+               "spawn": "processes spawned and waited for",
+               "sendfile": "a file sent to a receiver process",
+               "ospipe": "bytes through an os.pipe()"}
+OTHER_QUICK = {"spawn", "sendfile", "ospipe"}  # the kinds --quick shrinks
 
 
 def notes(results: dict, loop_names: list[str], settings) -> str:
@@ -380,9 +460,10 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
                    + ", ".join(f"{rid} {si(e['n'])}" for rid, e in results.items()
                                if "n" in e and e["row"]["group"] == "core") + ").")
     if "scale" in groups:
-        out.append("scale rows: the same at full size in every profile, with the cyclic "
-                   "GC on at its default thresholds, as programs run; the size is in "
-                   "the row's name.")
+        out.append("scale rows: the same with the cyclic GC on at its default thresholds, "
+                   "as programs run (sizes: "
+                   + ", ".join(f"{rid} {si(e['n'])}" for rid, e in results.items()
+                               if "n" in e and e["row"]["group"] == "scale") + ").")
     if "memory" in groups:
         out.append(f"memory rows: growth of the server's resident set (VmRSS) per "
                    f"connection, from before the connections to after, each read after "
@@ -391,12 +472,12 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
         out.append("net rows: round trips (HTTP requests) per second through a server on "
                    "the loop, measured by the load generator.")
     if "other" in groups:
-        out.append("other rows: TLS echo through create_server(ssl=), measured by a TLS "
-                   "load generator in its own process; processes spawned and waited for; "
-                   "a file sent to a receiver process; bytes through an os.pipe(). Each "
-                   "run in a fresh process."
+        kinds = dict.fromkeys(e["row"]["kind"] for e in results.values()
+                              if e["row"]["group"] == "other")
+        out.append("other rows: " + "; ".join(OTHER_NOTES.get(k, k) for k in kinds)
+                   + ". Each run in a fresh process."
                    + (" --quick: spawn, sendfile and ospipe at a fifth of the size their "
-                      "names give." if settings.quick else ""))
+                      "names give." if settings.quick and OTHER_QUICK & set(kinds) else ""))
     if REF in loop_names:
         out.append(f"{REF} vs X: {REF}'s figure over X's (X's over {REF}'s where lower "
                    f"is better); above 1, {REF} is ahead.")
@@ -411,7 +492,7 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
         out.append(f"WARNING: the machine was busy: other processes took a median "
                    f"{statistics.median(loads):.0%} (worst {loads[-1]:.0%}) of the two "
                    f"benchmark CPUs during the network runs; expect noise.")
-    out = [_fill(line) for line in out]
+    out = [fill(line) for line in out]
 
     na = {}
     for rid, entry in results.items():
@@ -421,7 +502,7 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
     if na:
         out.append("n/a:")
         for (name, reason), rids in na.items():
-            out.append(_fill(f"{name}: {reason} [{', '.join(rids)}]", "  ", "    "))
+            out.append(fill(f"{name}: {reason} [{', '.join(rids)}]", "  ", "    "))
     out += _failure_lines(results, settings)
     return "\n".join(out)
 
@@ -444,13 +525,13 @@ def _failure_lines(results: dict, settings) -> list[str]:
                         f"{message}")
     if not by_loop:
         return []
-    out = [_fill("failures and misbehaviour, by loop ('failed': no figure; 'misbehaved': "
+    out = [fill("failures and misbehaviour, by loop ('failed': no figure; 'misbehaved': "
                  "the figure is kept, marked '!'):")]
     for name in sorted(by_loop, key=lambda n: n != REF):
         whose = (f"{name} (minloop's own: a bug to fix)" if name == REF
                  else f"{name} (its own behaviour, not minloop's)")
         out.append(f"  {whose}:")
-        out += [_fill(line, "    ", "      ") for line in by_loop[name]]
+        out += [fill(line, "    ", "      ") for line in by_loop[name]]
     return out
 
 

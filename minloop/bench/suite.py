@@ -218,24 +218,30 @@ ROWS = {row.id: row for row in _rows()}
 GROUPS = ("core", "scale", "memory", "net", "other")
 
 
-def select_rows(spec: str | None, quick: bool) -> list[Row]:
-    """Rows named by comma-separated ids, groups (GROUPS) or glob patterns
-    (a bare word also matches as a prefix: call_soon -> call_soon_*), in
-    table order; without a spec, the standard (or --quick) set."""
+def select_rows(spec: str | None, quick: bool, rows: dict | None = None,
+                groups: dict | None = None) -> list[Row]:
+    """Rows named by comma-separated ids, groups or glob patterns (a bare
+    word also matches as a prefix: call_soon -> call_soon_*), in table
+    order; without a spec, the standard (or --quick) set.  rows: the
+    candidates (id -> Row; default ROWS); groups: group name -> row ids
+    (default: GROUPS, by each row's group)."""
+    rows = ROWS if rows is None else rows
+    if groups is None:
+        groups = {g: [r.id for r in rows.values() if r.group == g] for g in GROUPS}
     if not spec:
-        return [row for row in ROWS.values() if row.quick or not quick]
+        return [row for row in rows.values() if row.quick or not quick]
     chosen = set()
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
-        if item in GROUPS:
-            hits = {r.id for r in ROWS.values() if r.group == item}
+        if item in groups:
+            hits = set(groups[item])
         else:
-            hits = set(fnmatch.filter(ROWS, item)) or set(fnmatch.filter(ROWS, item + "*"))
+            hits = set(fnmatch.filter(rows, item)) or set(fnmatch.filter(rows, item + "*"))
         if not hits:
-            raise ValueError(f"no row matches {item!r}; rows: {', '.join(ROWS)}")
+            raise ValueError(f"no row matches {item!r}; rows: {', '.join(rows)}")
         chosen |= hits
-    return [row for rid, row in ROWS.items() if rid in chosen]
+    return [row for rid, row in rows.items() if rid in chosen]
 
 
 # ---------------------------------------------------------------------------
@@ -250,6 +256,7 @@ class Settings:
     duration: float   # net: timed seconds per run
     warmup: float     # net: untimed seconds before it
     pin: procs.Pinning
+    timeout: float = CHILD_TIMEOUT  # seconds before a measuring child is abandoned
 
 
 def core_size(row: Row, quick: bool) -> int:
@@ -265,7 +272,7 @@ OTHER_QUICK_DIVISOR = 5
 
 def other_size(row: Row, quick: bool) -> int:
     """The processes (spawn) or bytes (sendfile, ospipe) of an other row."""
-    amount = row.n if row.kind == "spawn" else row.size
+    amount = row.n or row.size
     return max(1, amount // OTHER_QUICK_DIVISOR) if quick else amount
 
 
@@ -293,7 +300,7 @@ def measure_other(row: Row, loop: str, settings: Settings) -> dict:
                                     *pin.args(pin.server))
     else:
         raise ValueError(f"unknown kind {row.kind!r} of row {row.id}")
-    answer = procs.run_json(argv, CHILD_TIMEOUT)
+    answer = procs.run_json(argv, settings.timeout)
     if "unsupported" in answer:
         return {"na": answer["unsupported"]}
     if "error" not in answer:
@@ -308,7 +315,7 @@ def measure_core(row: Row, loop: str, settings: Settings) -> dict:
     pinned = row.group == "scale" and settings.pin.server is not None
     cpu = [str(settings.pin.server)] if pinned else []
     answer = procs.run_json(procs.module_command(
-        "minloop.bench.child", row.workload, loop, str(n), *cpu), CHILD_TIMEOUT)
+        "minloop.bench.child", row.workload, loop, str(n), *cpu), settings.timeout)
     if "error" in answer:
         return answer
     problem = answer.pop("problem")
@@ -365,6 +372,8 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
         return {"error": "no round trips in the timed window"}
     sample = dict(answer, rate=answer["round_trips"] / seconds,
                   client_util=answer["client_cpu"] / seconds, problems=problems)
+    if row.mode == "echo":
+        sample["mb_s"] = answer["round_trips"] * row.size / seconds / 1e6
     if answer.get("server_cpu") is not None:
         sample["server_util"] = answer["server_cpu"] / seconds
         sample["server_us"] = answer["server_cpu"] / answer["round_trips"] * 1e6
@@ -470,7 +479,7 @@ def summarise(cell: dict) -> None:
     samples = cell["samples"]
     cell["median"] = {}
     for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load",
-                "cpu", "cpu_us"):
+                "cpu", "cpu_us", "mb_s", "p50", "p99"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None
     # Collections per generation, and per-phase times: medians of each part.
@@ -495,16 +504,32 @@ def _finish_row(row: Row, cells: dict, settings: Settings) -> dict:
     elif row.group == "other" and row.kind != "tls":
         entry["n"] = other_size(row, settings.quick)
     entry["ratios"] = report.ratios(entry)
+    entry["cpu_ratios"] = report.ratios(entry, "server_us", lower_better=True)
     entry["ratio_ranges"] = report.ratio_ranges(entry)
     return entry
 
 
+def measure_row(row: Row, loop: str, settings: Settings) -> dict:
+    """One run of a standard row on one loop: the sample, or {"na"}/{"error"}."""
+    if row.group in ("core", "scale"):
+        return measure_core(row, loop, settings)
+    if row.group == "memory":
+        return measure_idle(row, loop, settings)
+    if row.group == "other":
+        return measure_other(row, loop, settings)
+    return measure_net(row, loop, settings)
+
+
 def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
-             progress: report.Progress, results: dict) -> dict:
+             progress: report.Progress, results: dict, measure=measure_row,
+             rounds_of: dict | None = None) -> dict:
     """Measure rows into results (row id -> entry), loops taking turns within
     each round.  Interrupted (KeyboardInterrupt), results keep every finished
     row and the finished rounds of the row under way, and the interrupt
-    propagates."""
+    propagates.  measure(row, name, settings): one run (a script's own
+    measuring: benchmarks/net_compare.py's C load generator); rounds_of:
+    name -> the rounds a column runs in, where not all (a baseline)."""
+    rounds_of = rounds_of or {}
     for row in rows:
         cells = {name: {"samples": [], "errors": [], "problems": [], "na": None}
                  for name in loop_names}
@@ -514,19 +539,14 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
         try:
             for round_ in range(1, settings.rounds + 1):
                 for name in loop_names:
+                    if name in rounds_of and round_ not in rounds_of[name]:
+                        continue
                     cell = cells[name]
                     if cell["na"]:  # it will not become available next round
                         progress.step()
                         continue
                     progress.show(row.id, round_, settings.rounds, name)
-                    if row.group in ("core", "scale"):
-                        answer = measure_core(row, name, settings)
-                    elif row.group == "memory":
-                        answer = measure_idle(row, name, settings)
-                    elif row.group == "other":
-                        answer = measure_other(row, name, settings)
-                    else:
-                        answer = measure_net(row, name, settings)
+                    answer = measure(row, name, settings)
                     progress.step()
                     if "na" in answer:
                         cell["na"] = answer["na"]
@@ -545,29 +565,83 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
     return results
 
 
-def measure_rows(rows: list[Row], loop_names: list[str], settings: Settings
-                 ) -> tuple[dict, list[str], dict]:
-    """Probe the loops, then measure rows on those available (progress on
-    stderr): (probes, available loop names, results).  For the scripts in
-    benchmarks/ that run rows of their own sizes through this engine."""
-    probes = procs.probe_loops(loop_names)
+def runs(rows: list[Row], names: list[str], rounds: int, rounds_of: dict | None = None
+         ) -> int:
+    """How many measurements run_rows makes (the progress line's total)."""
+    rounds_of = rounds_of or {}
+    per_row = sum(len(rounds_of[n]) if n in rounds_of else rounds for n in names)
+    return len(rows) * per_row
+
+
+def run_script(rows: list[Row], loop_names: list[str], settings: Settings, *,
+               required: list[str] = (), measure=measure_row, extra: list[str] = (),
+               rounds_of: dict | None = None, header: list[str] = (),
+               notes: list[str] = (), json_path: str | None = None,
+               plot_path: str | None = None) -> int:
+    """The whole run, for ``python -m minloop bench`` and every script in
+    benchmarks/: probe the loops, print the header, measure the rows (loops
+    taking turns within each round, progress on stderr), print the report,
+    write the JSON and the plot.  extra: columns that are not loops (a
+    baseline server), measured by measure after the loops; header, notes:
+    the script's own lines.  The exit status: 0; 1 if minloop failed or
+    misbehaved on some row; 2 if a loop in required is missing; 130 if
+    interrupted (the finished rounds are reported)."""
+    machine = procs.machine_info()
+    probes = procs.probe_loops(sorted(set(loop_names) | set(required), key=loops.NAMES.index),
+                               settings.timeout)
     available = [n for n in loop_names if probes[n]["available"]]
-    progress = report.Progress(len(rows) * settings.rounds * len(available))
+    missing = [n for n in required if not probes[n]["available"]]
+    if missing:
+        print(f"required loop(s) unavailable: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    print(report.header(machine, probes, loop_names, settings, rows)
+          + "".join(report.fill(line) + "\n" for line in header), flush=True)
+    if not available:
+        print("no loop can run here", file=sys.stderr)
+        return 1
+    columns = available + list(extra)
+    progress = report.Progress(runs(rows, columns, settings.rounds, rounds_of))
     results: dict = {}
-    run_rows(rows, available, settings, progress, results)
-    progress.finish()
-    return probes, available, results
+    interrupted = False
+    try:
+        run_rows(rows, columns, settings, progress, results, measure, rounds_of)
+    except KeyboardInterrupt:
+        interrupted = True
+        progress.interrupted(len(results))
+    else:
+        progress.finish()
+    if not results:
+        return 130 if interrupted else 1
+
+    print_report(results, columns, settings)
+    for line in notes:
+        print(report.fill(line))
+    status = 130 if interrupted else (0 if report.ok(results) else 1)
+    if json_path:
+        report.write_json(json_path, machine, probes, settings, results,
+                          interrupted=interrupted)
+        print(f"\nwrote {json_path}")
+    if plot_path:
+        versions = {n: probes[n]["version"] for n in available}
+        try:
+            report.plot(plot_path, results, available,
+                        dict(machine, rounds=settings.rounds, versions=versions))
+        except Exception as exc:  # checked before measuring; this is rarer (disk full)
+            print(f"minloop bench: --plot {plot_path}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return 1
+        print(f"wrote {plot_path}")
+    return status
 
 
-def measure_and_report(rows: list[Row], loop_names: list[str], settings: Settings) -> dict:
-    """measure_rows(), then a line for each loop that could not run, then
-    print_report(): what the scripts in benchmarks/ print.  The results."""
-    probes, available, results = measure_rows(rows, loop_names, settings)
-    for n in loop_names:
-        if not probes[n]["available"]:
-            print(f"skipping {n}: {probes[n]['reason']}")
-    print_report(results, available, settings)
-    return results
+# The summary's subsets besides the groups: README.md's networking table's
+# geometric mean covers its TCP echo rows (one message in flight or
+# pipelined), not UDP, Unix, HTTP or the thousands of connections.
+SUMMARY_SUBSETS = {
+    "tcp echo": lambda rid, entry: (entry["row"]["group"] == "net"
+                                    and rid.startswith(("tcp-", "pipe-"))
+                                    and entry["row"]["conns"] < 1_000),
+}
 
 
 def print_report(results: dict, available: list[str], settings: Settings) -> None:
@@ -575,7 +649,7 @@ def print_report(results: dict, available: list[str], settings: Settings) -> Non
     print(report.table(results, available))
     for part in (report.details(results, available),
                  report.notes(results, available, settings),
-                 report.summary(results, available)):
+                 report.summary(results, available, SUMMARY_SUBSETS)):
         if part:
             print()
             print(part)
@@ -638,6 +712,17 @@ def _check_plot(parser: argparse.ArgumentParser, path: str) -> None:
                      + ", ".join("." + f for f in sorted(formats)))
 
 
+def parse_loops(parser: argparse.ArgumentParser, text: str, option: str = "--loops"
+                ) -> list[str]:
+    """Comma-separated loop names, checked (a usage error names the known ones)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in loops.NAMES]
+    if unknown or (not names and option == "--loops"):
+        parser.error(f"{option}: unknown loop(s): {', '.join(unknown) or '(none)'}; "
+                     f"known: {', '.join(loops.NAMES)}")
+    return names
+
+
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         rows = select_rows(args.only, args.quick)
@@ -649,11 +734,7 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(report.list_line(row.id, mark, row.doc))
         print("\n* in the --quick set")
         return 0
-    names = [s.strip() for s in args.loops.split(",") if s.strip()]
-    unknown = [n for n in names if n not in loops.NAMES]
-    if unknown or not names:
-        parser.error(f"unknown loop(s): {', '.join(unknown) or '(none)'}; "
-                     f"known: {', '.join(loops.NAMES)}")
+    names = parse_loops(parser, args.loops)
     rounds = args.rounds if args.rounds is not None else (3 if args.quick else 5)
     duration = args.duration if args.duration is not None else (0.15 if args.quick else 0.3)
     if rounds < 1:
@@ -666,43 +747,4 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _check_plot(parser, args.plot)
     settings = Settings(args.quick, rounds, duration, 0.05 if args.quick else 0.1,
                         procs.Pinning(not args.no_pin))
-
-    machine = procs.machine_info()
-    probes = procs.probe_loops(names)
-    available = [n for n in names if probes[n]["available"]]
-    print(report.header(machine, probes, names, settings, rows), flush=True)
-    if "asyncio" not in available and "minloop" not in available:
-        print("minloop bench: neither minloop nor asyncio's loop can run here", file=sys.stderr)
-        return 1
-
-    progress = report.Progress(len(rows) * rounds * len(available))
-    results: dict = {}
-    interrupted = False
-    try:
-        run_rows(rows, available, settings, progress, results)
-    except KeyboardInterrupt:
-        interrupted = True
-        progress.interrupted(len(results))
-    else:
-        progress.finish()
-    if not results:
-        return 130 if interrupted else 1
-
-    print_report(results, available, settings)
-
-    status = 130 if interrupted else (0 if report.ok(results) else 1)
-    if args.json:
-        report.write_json(args.json, machine, probes, settings, results,
-                          interrupted=interrupted)
-        print(f"\nwrote {args.json}")
-    if args.plot:
-        versions = {n: probes[n]["version"] for n in available}
-        try:
-            report.plot(args.plot, results, available,
-                        dict(machine, rounds=rounds, versions=versions))
-        except Exception as exc:  # checked before measuring; this is rarer (disk full)
-            print(f"minloop bench: --plot {args.plot}: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
-            return 1
-        print(f"wrote {args.plot}")
-    return status
+    return run_script(rows, names, settings, json_path=args.json, plot_path=args.plot)
