@@ -376,7 +376,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     _check_sendfile_params = _BaseEventLoop._check_sendfile_params
 
     # ------------------------------------------------------------------
-    # Signal handling: SignalHandlingMixin (unix_events.py).
+    # Signal handling: SignalHandlingMixin (signals.py).
     # Task factory: compiled (LoopCore).
 
     # ------------------------------------------------------------------
