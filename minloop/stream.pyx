@@ -18,7 +18,6 @@ What differs is only how the work is done:
 
 import contextvars
 import socket as _socket
-import warnings
 
 from asyncio import base_events as _aio_base_events
 from asyncio import constants as _aio_constants
@@ -54,7 +53,6 @@ cdef object _TransportSocket = _aio_trsock.TransportSocket
 cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _set_nodelay = _aio_base_events._set_nodelay
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
-cdef object _warn = warnings.warn
 cdef object _copy_context = contextvars.copy_context
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef object _SHUT_WR = _socket.SHUT_WR
