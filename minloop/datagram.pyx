@@ -42,11 +42,12 @@ from libc.errno cimport errno, EINTR
 from libc.string cimport memcmp, memcpy, memset, strlen
 
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, transport_fd_watched,
-                         begin_closing, drop_writer, schedule_connection_lost,
+                         begin_closing, drop_writer, lose_connection,
                          release_fd, selector_transport_repr, warn_unclosed)
 from .oserrors cimport os_error, would_block
 
@@ -292,16 +293,14 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._maybe_resume_protocol_c()
 
     cdef int _maybe_pause_protocol_c(self) except -1:
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
-        return 0
+        return maybe_pause_protocol(self._loop, self, self._protocol,
+                                    self._buffer_size, self._high_water,
+                                    &self._protocol_paused)
 
     cdef int _maybe_resume_protocol_c(self) except -1:
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
-        return 0
+        return maybe_resume_protocol(self._loop, self, self._protocol,
+                                     self._buffer_size, self._low_water,
+                                     &self._protocol_paused)
 
     # ------------------------------------------------------------------
     # Receiving
@@ -688,9 +687,9 @@ cdef class DatagramTransport(DatagramTransportBase):
             return
         if not self._buffer:
             # Else _sendto_ready() calls connection_lost() once all is sent.
-            self._conn_lost += 1
-            schedule_connection_lost(self._loop, self._core, self._sock_fd,
-                                     self._call_connection_lost, None)
+            lose_connection(self._loop, self._core, self._sock_fd,
+                            &self._closing, &self._conn_lost,
+                            self._call_connection_lost, None)
 
     def abort(self):
         self._force_close(None)
@@ -711,10 +710,9 @@ cdef class DatagramTransport(DatagramTransportBase):
             if not _SIZE_COUNTED:
                 self._buffer_size = 0
             drop_writer(self._loop, self._core, self._sock_fd)
-        begin_closing(self._core, self._sock_fd, &self._closing)
-        self._conn_lost += 1
-        schedule_connection_lost(self._loop, self._core, self._sock_fd,
-                                 self._call_connection_lost, exc)
+        lose_connection(self._loop, self._core, self._sock_fd,
+                        &self._closing, &self._conn_lost,
+                        self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
         try:

@@ -106,6 +106,19 @@ cdef inline int schedule_connection_lost(object loop, LoopCore core, int fd,
     return 0
 
 
+cdef inline int lose_connection(object loop, LoopCore core, int fd,
+                                 bint *closing, Py_ssize_t *conn_lost,
+                                 object call_connection_lost,
+                                 object exc) except -1:
+    """The end of close() (nothing queued) and of _force_close(): nothing
+    more is read or written, _conn_lost counts from 1, and connection_lost(exc)
+    comes in the next iteration."""
+    begin_closing(core, fd, closing)
+    conn_lost[0] += 1
+    schedule_connection_lost(loop, core, fd, call_connection_lost, exc)
+    return 0
+
+
 cdef inline int release_fd(LoopCore core, int fd, bint writing) except -1:
     """In _call_connection_lost(), before the file is closed, when something
     is still queued (connection_lost() wrote what could not go out at once):

@@ -38,7 +38,8 @@ from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING,
 from libc.errno cimport errno, EINTR, EIO
 
 from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
@@ -481,14 +482,14 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         self._maybe_pause_protocol()
 
     cdef _maybe_pause_protocol(self):
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
+        maybe_pause_protocol(self._loop, self, self._protocol,
+                             self._buffer_size, self._high_water,
+                             &self._protocol_paused)
 
     cdef _maybe_resume_protocol(self):
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
+        maybe_resume_protocol(self._loop, self, self._protocol,
+                              self._buffer_size, self._low_water,
+                              &self._protocol_paused)
 
     # ------------------------------------------------------------------
     # The end: asyncio's methods in asyncio's order, over the helpers of

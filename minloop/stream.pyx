@@ -38,12 +38,13 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg)
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
-                         schedule_connection_lost, release_fd,
+                         lose_connection, release_fd,
                          selector_transport_repr, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .transport_bases cimport StreamTransportBase
@@ -630,14 +631,14 @@ cdef class SocketTransport(StreamTransportBase):
         self._high_water, self._low_water = water_marks(high, low)
 
     cdef _maybe_pause_protocol(self):
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
+        maybe_pause_protocol(self._loop, self, self._protocol,
+                             self._buffer_size, self._high_water,
+                             &self._protocol_paused)
 
     cdef _maybe_resume_protocol(self):
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
+        maybe_resume_protocol(self._loop, self, self._protocol,
+                              self._buffer_size, self._low_water,
+                              &self._protocol_paused)
 
     # sendfile's fallback (asyncio's loop.sendfile) waits for the buffer to
     # drain between chunks.
@@ -662,9 +663,9 @@ cdef class SocketTransport(StreamTransportBase):
             return
         if not self._buffer_size:
             # Else _write_ready() calls connection_lost() once all is sent.
-            self._conn_lost += 1
-            schedule_connection_lost(self._loop, self._core, self._sock_fd,
-                                     self._call_connection_lost, None)
+            lose_connection(self._loop, self._core, self._sock_fd,
+                            &self._closing, &self._conn_lost,
+                            self._call_connection_lost, None)
 
     def abort(self):
         self._force_close(None)
@@ -681,10 +682,9 @@ cdef class SocketTransport(StreamTransportBase):
         if self._buffer_size:
             self._clear_buffer()
             drop_writer(self._loop, self._core, self._sock_fd)
-        begin_closing(self._core, self._sock_fd, &self._closing)
-        self._conn_lost += 1
-        schedule_connection_lost(self._loop, self._core, self._sock_fd,
-                                 self._call_connection_lost, exc)
+        lose_connection(self._loop, self._core, self._sock_fd,
+                        &self._closing, &self._conn_lost,
+                        self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
         try:
