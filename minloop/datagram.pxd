@@ -25,26 +25,28 @@ ctypedef struct addr_entry:
 
 
 cdef class DatagramTransport(DatagramTransportBase):
+    # The transports' shape (lifecycle.pxd), then this one's own fields.
     cdef:
-        readonly LoopCore _loop
-        readonly object _sock
+        readonly object _loop       # None once connection_lost() has run
+        LoopCore _core              # the same loop, kept
         readonly int _sock_fd
+        readonly object _sock       # None once connection_lost() has run
         readonly object _protocol
         readonly bint _protocol_connected
-        readonly object _address
         readonly object _server
         # (bytes, addr) pairs waiting for the socket to be writable.
         readonly object _buffer
         readonly Py_ssize_t _buffer_size
+        # Write flow control (asyncio's _FlowControlMixin).
+        readonly bint _protocol_paused
+        readonly Py_ssize_t _high_water
+        readonly Py_ssize_t _low_water
         # Set when the call of connection_lost() is scheduled; then counts
         # the sends attempted since, as asyncio's does.
         readonly Py_ssize_t _conn_lost
         readonly bint _closing
         readonly bint _paused
-        # Write flow control (asyncio's _FlowControlMixin).
-        readonly bint _protocol_paused
-        readonly object _high_water
-        readonly object _low_water
+        readonly object _address
         # extra['peername'] was true at creation: send(), not sendto().
         bint _connected
         # The socket is AF_INET or AF_INET6: addresses are converted here,
@@ -70,4 +72,3 @@ cdef class DatagramTransport(DatagramTransportBase):
     cdef int _maybe_pause_protocol_c(self) except -1
     cdef int _maybe_resume_protocol_c(self) except -1
     cdef int _start_reading(self) except -1
-    cdef int _check_loop(self, str method) except -1

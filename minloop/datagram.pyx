@@ -4,9 +4,9 @@ It is asyncio's _SelectorDatagramTransport (selector_events.py) for the
 running Python version -- same constructor, callbacks, checks, messages and
 flow control -- with its hot paths in C:
 
-* Receiving: recvfrom() into one buffer shared by every transport (the GIL
-  is held from the syscall until the bytes are copied out, so no two
-  transports use it at once), then datagram_received(data, addr).  Several
+* Receiving: recvfrom() into the loop's read buffer, shared by its
+  transports (the bytes are copied out before any Python code runs), then
+  datagram_received(data, addr).  Several
   datagrams may be read per wake-up, only while that cannot be told apart
   from asyncio's one per wake-up (see _read_ready).
 * Sending: sendto() at once; only on EAGAIN is the datagram copied and the
@@ -21,7 +21,6 @@ flow control -- with its hot paths in C:
 
 import collections
 import socket as _socket_mod
-import warnings
 
 from asyncio import constants as _aio_constants
 from asyncio import futures as _aio_futures
@@ -40,13 +39,16 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.errno cimport errno, EINTR
-from libc.stdlib cimport malloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .fatal_error cimport report_fatal_error
+from .lifecycle cimport (READ_SIZE, read_buffer, transport_fd_watched,
+                         begin_closing, drop_writer, lose_connection,
+                         release_fd, selector_transport_repr, warn_unclosed)
 from .oserrors cimport os_error, would_block
 
 
@@ -104,8 +106,6 @@ cdef extern from *:
 
 
 cdef enum:
-    # asyncio's _SelectorTransport.max_size: the most one recvfrom() returns.
-    MAX_SIZE = 256 * 1024
     # Datagrams read per wake-up at most, so one busy socket cannot starve
     # the loop's other fds and timers for long.
     MAX_BATCH = 32
@@ -114,8 +114,6 @@ cdef enum:
     # transport whose attempt found nothing tries again only after this many
     # wake-ups (a request-response peer rarely has a second datagram waiting).
     PROBE_INTERVAL = 16
-
-cdef char *_recv_buffer = NULL
 
 cdef bint _SEND_EMPTY = _asyncio_compat.DATAGRAM_SENDS_EMPTY
 cdef Py_ssize_t _HEADER_SIZE = _asyncio_compat.DATAGRAM_HEADER_SIZE
@@ -127,7 +125,6 @@ cdef bint _READING_API = _asyncio_compat.DATAGRAM_READING_API
 cdef object _deque = collections.deque
 cdef object _TransportSocket = _aio_trsock.TransportSocket
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
-cdef object _warn = warnings.warn
 cdef Py_ssize_t _LOG_THRESHOLD = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef str _DATAGRAM_RECEIVED = 'datagram_received'
 cdef tuple _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -156,12 +153,12 @@ cdef inline unsigned int _hash_raw(const unsigned char *raw, socklen_t length) n
 cdef class DatagramTransport(DatagramTransportBase):
     """asyncio.DatagramTransport over a non-blocking datagram socket."""
 
-    max_size = MAX_SIZE
+    max_size = READ_SIZE
 
     def __cinit__(self, loop, *args, **kwargs):
-        # Every method relies on _loop: no instance without it
+        # Every method relies on _core: no instance without it
         # (DatagramTransport.__new__(DatagramTransport) would crash later).
-        self._loop = <LoopCore?>loop
+        self._core = <LoopCore?>loop
         self._sock_fd = -1
         self._buffer = _deque()
         memset(self._addr_cache, 0, sizeof(self._addr_cache))
@@ -174,7 +171,8 @@ cdef class DatagramTransport(DatagramTransportBase):
         if extra is None:
             extra = {}
         self._extra = extra
-        self._loop = core
+        self._loop = loop
+        self._core = core
         self._protocol_paused = False
         self._set_write_buffer_limits()
         # _SelectorTransport.__init__
@@ -216,34 +214,12 @@ cdef class DatagramTransport(DatagramTransportBase):
 
     def __del__(self):
         if self._sock is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            self._sock.close()
+            warn_unclosed(self, self._sock)
 
     def __repr__(self):
-        info = [type(self).__name__]
-        if self._sock is None:
-            info.append('closed')
-        elif self._closing:
-            info.append('closing')
-        info.append(f'fd={self._sock_fd}')
-        # test if the transport was closed
-        if self._loop is not None and not self._loop.is_closed():
-            info.append('read=polling' if self._polling(POLLER_READ)
-                        else 'read=idle')
-            state = 'polling' if self._polling(POLLER_WRITE) else 'idle'
-            bufsize = self.get_write_buffer_size()
-            info.append(f'write=<{state}, bufsize={bufsize}>')
-        return '<{}>'.format(' '.join(info))
-
-    def _polling(self, int which):
-        """True if the loop watches our fd for `which` (POLLER_READ/WRITE)."""
-        cdef LoopCore loop = self._loop
-        cdef int fd = self._sock_fd
-        if loop is None or fd < 0 or fd >= loop._fds_size:
-            return False
-        if which == POLLER_READ:
-            return loop._fds[fd].reader != NULL
-        return loop._fds[fd].writer != NULL
+        return selector_transport_repr(self, self._sock, self._closing,
+                                       self._sock_fd, self._loop, self._core,
+                                       self._buffer_size)
 
     # ------------------------------------------------------------------
     # BaseTransport / _SelectorTransport
@@ -269,8 +245,8 @@ cdef class DatagramTransport(DatagramTransportBase):
         if self._closing or self._paused:
             return
         self._paused = True
-        self._loop._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if self._loop._debug:
+        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
+        if self._core._debug:
             _logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
@@ -280,7 +256,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             return
         self._paused = False
         self._start_reading()
-        if self._loop._debug:
+        if self._core._debug:
             _logger.debug("%r resumes reading", self)
 
     def _add_reader(self, fd, callback, *args):
@@ -288,73 +264,11 @@ cdef class DatagramTransport(DatagramTransportBase):
         # transport was paused or closed meanwhile.
         if self._closing or self._paused:
             return
-        self._loop._add_fd_handle(fd, POLLER_READ, callback, args)
+        self._core._add_fd_handle(fd, POLLER_READ, callback, args)
 
     cdef int _start_reading(self) except -1:
         self._add_reader(self._sock_fd, self._read_ready)
         return 0
-
-    def close(self):
-        if self._closing:
-            return
-        self._closing = True
-        self._loop._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if not self._buffer:
-            self._conn_lost += 1
-            self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
-            self._loop.call_soon(self._call_connection_lost, None)
-
-    def abort(self):
-        self._force_close(None)
-
-    def _fatal_error(self, exc, message='Fatal error on transport'):
-        # Should be called from exception handler only.
-        cdef bint expected = isinstance(exc, OSError)
-        # sendto() after connection_lost() gets here (its send on the None
-        # socket failed): asyncio's next call on its None loop fails so.
-        self._check_loop('get_debug' if expected else 'call_exception_handler')
-        report_fatal_error(self._loop, self._loop._debug, self, self._protocol,
-                           exc, message, expected)
-        self._force_close(exc)
-
-    def _force_close(self, exc):
-        if self._conn_lost:
-            return
-        if self._buffer:
-            self._buffer.clear()
-            if not _SIZE_COUNTED:
-                self._buffer_size = 0
-            self._check_loop('_remove_writer')
-            self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
-        if not self._closing:
-            self._closing = True
-            self._loop._remove_fd_handle(self._sock_fd, POLLER_READ)
-        self._conn_lost += 1
-        self._check_loop('call_soon')
-        self._loop.call_soon(self._call_connection_lost, exc)
-
-    cdef int _check_loop(self, str method) except -1:
-        # Once connection_lost() has run (after a flush that close() began,
-        # _conn_lost is still 0) the loop is gone: asyncio's call on it then
-        # fails with this AttributeError; a C call on None would crash.
-        if self._loop is None:
-            raise AttributeError(f"'NoneType' object has no attribute '{method}'")
-        return 0
-
-    def _call_connection_lost(self, exc):
-        try:
-            if self._protocol_connected:
-                self._protocol.connection_lost(exc)
-        finally:
-            # What connection_lost() sent and could not go out stays
-            # buffered, but no writer may outlive the socket: its fd number
-            # will be another file's.
-            self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
-            self._sock.close()
-            self._sock = None
-            self._protocol = None
-            self._loop = None
-            self._clear_addr_cache()
 
     # ------------------------------------------------------------------
     # Write flow control (asyncio's _FlowControlMixin)
@@ -379,16 +293,14 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._maybe_resume_protocol_c()
 
     cdef int _maybe_pause_protocol_c(self) except -1:
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
-        return 0
+        return maybe_pause_protocol(self._loop, self, self._protocol,
+                                    self._buffer_size, self._high_water,
+                                    &self._protocol_paused)
 
     cdef int _maybe_resume_protocol_c(self) except -1:
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
-        return 0
+        return maybe_resume_protocol(self._loop, self, self._protocol,
+                                     self._buffer_size, self._low_water,
+                                     &self._protocol_paused)
 
     # ------------------------------------------------------------------
     # Receiving
@@ -409,8 +321,8 @@ cdef class DatagramTransport(DatagramTransportBase):
         sockets it shows: with datagrams waiting on two, asyncio alternates
         them, we may take several from one first (README).
         """
-        global _recv_buffer
         cdef LoopCore loop
+        cdef char *buf
         cdef sockaddr_storage ss
         cdef socklen_t addrlen
         cdef ssize_t n
@@ -423,15 +335,12 @@ cdef class DatagramTransport(DatagramTransportBase):
         if not self._inet:
             self._read_ready_py()
             return
-        if _recv_buffer == NULL:
-            _recv_buffer = <char *>malloc(MAX_SIZE)
-            if _recv_buffer == NULL:
-                raise MemoryError()
-        loop = self._loop
+        loop = self._core
+        buf = read_buffer(loop)
         fd = self._sock_fd
         while True:
             addrlen = sizeof(ss)
-            n = c_recvfrom(fd, _recv_buffer, MAX_SIZE, MSG_DONTWAIT,
+            n = c_recvfrom(fd, buf, READ_SIZE, MSG_DONTWAIT,
                            <sockaddr *>&ss, &addrlen)
             if n < 0:
                 err = errno
@@ -444,7 +353,8 @@ cdef class DatagramTransport(DatagramTransportBase):
                 self._protocol.error_received(os_error(err))
                 return
             try:
-                data = PyBytes_FromStringAndSize(_recv_buffer, n)
+                # Out of the loop's buffer before any Python code runs.
+                data = PyBytes_FromStringAndSize(buf, n)
                 addr = self._addr_for(&ss, addrlen)
             except (SystemExit, KeyboardInterrupt):
                 raise
@@ -464,7 +374,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                     or self._paused or loop._debug or loop._stopping
                     or ring_len(&loop._ready) != 0
                     or loop._timers.next_seq != timers_pushed
-                    or fd >= loop._fds_size or loop._fds[fd].reader == NULL):
+                    or not transport_fd_watched(loop, fd, POLLER_READ)):
                 return
             if count == 1:
                 if self._probe_skips:
@@ -478,7 +388,7 @@ cdef class DatagramTransport(DatagramTransportBase):
     cdef int _read_ready_py(self) except -1:
         # asyncio's _read_ready, for families converted by the socket module.
         try:
-            data, addr = self._sock.recvfrom(MAX_SIZE)
+            data, addr = self._sock.recvfrom(READ_SIZE)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
@@ -584,7 +494,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                 self._fatal_error(
                     exc, 'Fatal write error on datagram transport')
                 return
-            self._loop._add_fd_handle(self._sock_fd, POLLER_WRITE,
+            self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
                                       self._sendto_ready, ())
 
         # Ensure that what we buffer is immutable.
@@ -595,7 +505,7 @@ cdef class DatagramTransport(DatagramTransportBase):
     def _sendto_ready(self):
         cdef Py_ssize_t size
         if self._loop is None:
-            return      # connection_lost() has run (and removed us)
+            return      # connection_lost() has run
         while self._buffer:
             data, addr = self._buffer.popleft()
             size = len(data) + _HEADER_SIZE
@@ -622,7 +532,7 @@ cdef class DatagramTransport(DatagramTransportBase):
 
         self._maybe_resume_protocol_c()  # May append to buffer.
         if not self._buffer:
-            self._loop._remove_fd_handle(self._sock_fd, POLLER_WRITE)
+            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
             if self._closing:
                 self._call_connection_lost(None)
 
@@ -767,3 +677,51 @@ cdef class DatagramTransport(DatagramTransportBase):
         scratch.pyaddr = <void *>addr
         self._last_dest = scratch
         return &self._last_dest
+
+    # ------------------------------------------------------------------
+    # The end: asyncio's methods in asyncio's order, over the helpers of
+    # lifecycle.pxd
+
+    def close(self):
+        if not begin_closing(self._core, self._sock_fd, &self._closing):
+            return
+        if not self._buffer:
+            # Else _sendto_ready() calls connection_lost() once all is sent.
+            lose_connection(self._loop, self._core, self._sock_fd,
+                            &self._closing, &self._conn_lost,
+                            self._call_connection_lost, None)
+
+    def abort(self):
+        self._force_close(None)
+
+    def _fatal_error(self, exc, message='Fatal error on transport'):
+        # Should be called from exception handler only.  (sendto() after
+        # connection_lost() gets here: its send on the None socket failed,
+        # and the report fails on the None loop, as asyncio's.)
+        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
+                           exc, message, isinstance(exc, OSError))
+        self._force_close(exc)
+
+    def _force_close(self, exc):
+        if self._conn_lost:
+            return
+        if self._buffer:
+            self._buffer.clear()
+            if not _SIZE_COUNTED:
+                self._buffer_size = 0
+            drop_writer(self._loop, self._core, self._sock_fd)
+        lose_connection(self._loop, self._core, self._sock_fd,
+                        &self._closing, &self._conn_lost,
+                        self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self._protocol_connected:
+                self._protocol.connection_lost(exc)
+        finally:
+            release_fd(self._core, self._sock_fd, bool(self._buffer))
+            self._sock.close()
+            self._sock = None
+            self._protocol = None
+            self._loop = None
+            self._clear_addr_cache()

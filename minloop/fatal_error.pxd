@@ -4,14 +4,19 @@
 
 from asyncio.log import logger as _logger
 
+from .lifecycle cimport check_loop
+
 
 cdef inline report_fatal_error(object loop, bint debug, object transport,
                                object protocol, object exc, object message,
                                bint expected):
     """`expected` errors (an OSError of the connection, for asyncio) are
     logged in debug mode only; any other goes to the loop's exception
-    handler.  Called from an exception handler only (exc_info)."""
+    handler.  Called from an exception handler only (exc_info).  Once
+    connection_lost() has cleared `loop`, it fails as asyncio's call on its
+    cleared loop does."""
     if expected:
+        check_loop(loop, 'get_debug')
         if debug:
             _logger.debug("%r: %s", transport, message, exc_info=True)
     else:

@@ -60,3 +60,25 @@ cdef inline int tell_protocol(object loop, object transport, object protocol,
             'protocol': protocol,
         })
     return 0
+
+
+cdef inline int maybe_pause_protocol(object loop, object transport,
+                                     object protocol, Py_ssize_t size,
+                                     Py_ssize_t high, bint *paused) except -1:
+    """_FlowControlMixin._maybe_pause_protocol over a transport's fields:
+    pause_writing() once the buffer grows past the high-water mark."""
+    if size > high and not paused[0]:
+        paused[0] = True
+        tell_protocol(loop, transport, protocol, True)
+    return 0
+
+
+cdef inline int maybe_resume_protocol(object loop, object transport,
+                                      object protocol, Py_ssize_t size,
+                                      Py_ssize_t low, bint *paused) except -1:
+    """_FlowControlMixin._maybe_resume_protocol: resume_writing() once the
+    buffer is down to the low-water mark."""
+    if paused[0] and size <= low:
+        paused[0] = False
+        tell_protocol(loop, transport, protocol, False)
+    return 0

@@ -44,6 +44,9 @@ cdef class LoopCore:
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects
+        # READ_SIZE bytes every transport of this loop reads into (NULL
+        # until the first read; see lifecycle.read_buffer).
+        char *_read_buffer
 
         readonly bint _closed
         public bint _stopping

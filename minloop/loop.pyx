@@ -191,6 +191,8 @@ cdef class LoopCore:
         wakeup_close(&self._wakeup)
         free(self._events)
         self._events = NULL
+        free(self._read_buffer)
+        self._read_buffer = NULL
 
     # ------------------------------------------------------------------
     # Checks, with asyncio's messages

@@ -5,9 +5,9 @@ asyncio's counterparts are _UnixReadPipeTransport and _UnixWritePipeTransport
 messages and what reaches the protocol are theirs.  What differs is only how
 the work is done:
 
-* reads go from read(2) into one 256 KiB buffer shared by every transport
-  and out as a bytes object of the size read (os.read allocates 256 KiB per
-  read and shrinks it);
+* reads go from read(2) into the loop's 256 KiB read buffer and out as a
+  bytes object of the size read (os.read allocates 256 KiB per read and
+  shrinks it);
 * a write is made at once when nothing is queued, and only the unwritten
   rest is queued: bytes objects by reference (a large write is never
   copied), other buffers as a bytes copy, since the caller may change them
@@ -24,7 +24,6 @@ written before the pipe closes (asyncio closes the pipe with it queued).
 import os
 import stat
 import sys
-import warnings
 
 from asyncio import constants as _aio_constants
 from asyncio import futures as _aio_futures
@@ -39,10 +38,14 @@ from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING,
 from libc.errno cimport errno, EINTR, EIO
 
 from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
+from .lifecycle cimport (READ_SIZE, read_buffer, transport_fd_watched,
+                         begin_closing, drop_writer, schedule_connection_lost,
+                         release_fd, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 
 
@@ -61,34 +64,16 @@ cdef object _S_ISFIFO = stat.S_ISFIFO
 cdef object _S_ISSOCK = stat.S_ISSOCK
 cdef object _S_ISCHR = stat.S_ISCHR
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
-cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 # On AIX, polling the write end of a pipe for reading tells nothing about
 # the read end (asyncio's comment: the trick works only for sockets there).
 cdef bint _READER_TRICK_ON_FIFOS = not sys.platform.startswith('aix')
 cdef bint _READING_API = _asyncio_compat.PIPE_READING_API
 
-cdef enum:
-    # asyncio's max_size: the most one read returns.
-    READ_SIZE = 256 * 1024
-# Shared by every read transport: a read is copied out of it into a new
-# bytes object before the GIL is released or any Python code runs.
-cdef char _read_buffer[READ_SIZE]
-
-
 cdef inline bint _would_block(int err) noexcept:
     # asyncio treats InterruptedError as BlockingIOError: the level-triggered
     # poller calls again.
     return would_block(err) or err == EINTR
-
-
-cdef inline bint _watching(LoopCore core, int fd, int which) noexcept:
-    """fd has a reader (or writer) in core's fd table."""
-    if core._closed or fd < 0 or fd >= core._fds_size:
-        return False
-    if which == POLLER_READ:
-        return core._fds[fd].reader != NULL
-    return core._fds[fd].writer != NULL
 
 
 cdef int _check_loop_open(LoopCore core) except -1:
@@ -111,7 +96,7 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
         info.append('closing')
     info.append(f'fd={fd}')
     if pipe is not None and not core._closed:
-        info.append('polling' if _watching(core, fd, which) else 'idle')
+        info.append('polling' if transport_fd_watched(core, fd, which) else 'idle')
         if bufsize is not None:
             info.append(f'bufsize={bufsize}')
     elif pipe is not None:
@@ -163,8 +148,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
 
     def __del__(self):
         if self._pipe is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            self._pipe.close()
+            warn_unclosed(self, self._pipe)
 
     # ------------------------------------------------------------------
     # BaseTransport
@@ -180,10 +164,6 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
 
     def is_closing(self):
         return self._closing
-
-    def close(self):
-        if not self._closing:
-            self._close(None)
 
     # ------------------------------------------------------------------
     # ReadTransport
@@ -223,18 +203,20 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         self._read_data()
 
     cdef _read_data(self):
-        cdef ssize_t n = c_read(self._fileno, _read_buffer, READ_SIZE)
+        cdef char *buf = read_buffer(self._core)
+        cdef ssize_t n = c_read(self._fileno, buf, READ_SIZE)
         cdef int err
         if n > 0:
+            # Out of the loop's buffer before any Python code runs (the
+            # lookup of data_received may run some).
+            data = PyBytes_FromStringAndSize(buf, n)
             # Looked up on every read, as asyncio does; what it raises goes
             # to the loop's exception handler, as asyncio's does.
-            self._protocol.data_received(
-                PyBytes_FromStringAndSize(_read_buffer, n))
+            self._protocol.data_received(data)
         elif n == 0:
             if self._core._debug:
                 _logger.info("%r was closed by peer", self)
-            self._closing = True
-            self._core._remove_fd_handle(self._fileno, POLLER_READ)
+            begin_closing(self._core, self._fileno, &self._closing)
             self._loop.call_soon(self._protocol.eof_received)
             self._loop.call_soon(self._call_connection_lost, None)
         else:
@@ -244,7 +226,12 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
                                   'Fatal read error on pipe transport')
 
     # ------------------------------------------------------------------
-    # Errors and the end
+    # The end: asyncio's methods in asyncio's order, over the helpers of
+    # lifecycle.pxd (asyncio's read pipe has no abort())
+
+    def close(self):
+        if not self._closing:
+            self._close(None)
 
     def _fatal_error(self, exc, message='Fatal error on pipe transport'):
         # EIO is how a pty master reads once its slave is closed: the end of
@@ -255,8 +242,8 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         self._close(exc)
 
     cdef _close(self, exc):
-        self._closing = True
-        self._core._remove_fd_handle(self._fileno, POLLER_READ)
+        # asyncio's _close(): its closing half is the socket transports'.
+        begin_closing(self._core, self._fileno, &self._closing)
         self._loop.call_soon(self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
@@ -321,8 +308,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
 
     def __del__(self):
         if self._pipe is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            self._pipe.close()
+            warn_unclosed(self, self._pipe)
 
     # ------------------------------------------------------------------
     # BaseTransport
@@ -338,14 +324,6 @@ cdef class WritePipeTransport(WritePipeTransportBase):
 
     def is_closing(self):
         return self._closing
-
-    def close(self):
-        # What is queued is written first; then connection_lost(None).
-        if self._pipe is not None and not self._closing:
-            self.write_eof()
-
-    def abort(self):
-        self._close(None)
 
     # ------------------------------------------------------------------
     # The read end's closing
@@ -504,17 +482,26 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         self._maybe_pause_protocol()
 
     cdef _maybe_pause_protocol(self):
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
+        maybe_pause_protocol(self._loop, self, self._protocol,
+                             self._buffer_size, self._high_water,
+                             &self._protocol_paused)
 
     cdef _maybe_resume_protocol(self):
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
+        maybe_resume_protocol(self._loop, self, self._protocol,
+                              self._buffer_size, self._low_water,
+                              &self._protocol_paused)
 
     # ------------------------------------------------------------------
-    # Errors and the end
+    # The end: asyncio's methods in asyncio's order, over the helpers of
+    # lifecycle.pxd
+
+    def close(self):
+        # What is queued is written first; then connection_lost(None).
+        if self._pipe is not None and not self._closing:
+            self.write_eof()
+
+    def abort(self):
+        self._close(None)
 
     def _fatal_error(self, exc, message='Fatal error on pipe transport'):
         # Called from an exception handler only.
@@ -523,15 +510,18 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         self._close(exc)
 
     cdef _close(self, exc):
+        # asyncio's _close(), the write pipe's _force_close(): closing may
+        # be set already (write_eof() keeps the reader while it flushes).
         if self._lost:
             return   # connection_lost() is on its way, or has run
         self._closing = True
         if self._buffer_size:
-            self._core._remove_fd_handle(self._fileno, POLLER_WRITE)
             self._clear_buffer()
+            drop_writer(self._loop, self._core, self._fileno)
         self._core._remove_fd_handle(self._fileno, POLLER_READ)
         self._lost = True
-        self._loop.call_soon(self._call_connection_lost, exc)
+        schedule_connection_lost(self._loop, self._core, self._fileno,
+                                 self._call_connection_lost, exc)
 
     def _call_connection_lost(self, exc):
         if self._loop is None:
@@ -539,6 +529,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         try:
             self._protocol.connection_lost(exc)
         finally:
+            release_fd(self._core, self._fileno, self._buffer_size != 0)
             if self._pipe is not None:
                 self._pipe.close()
             self._pipe = None

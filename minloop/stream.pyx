@@ -5,8 +5,9 @@ BaseSelectorEventLoop._accept_connection (selector_events.py): the order of
 callbacks, the error messages and what reaches the protocol are theirs.
 What differs is only how the work is done:
 
-* reads go from recv() into one 256 KiB buffer and out as a bytes object of
-  the size read (asyncio allocates 256 KiB per read and shrinks it);
+* reads go from recv() into the loop's 256 KiB read buffer and out as a
+  bytes object of the size read (asyncio allocates 256 KiB per read and
+  shrinks it);
 * a write is sent at once when nothing is queued, and only the unsent rest
   is queued: bytes objects by reference (large writes are never copied),
   other buffers as a bytes copy, since the caller may change them after
@@ -17,7 +18,6 @@ What differs is only how the work is done:
 
 import contextvars
 import socket as _socket
-import warnings
 
 from asyncio import base_events as _aio_base_events
 from asyncio import constants as _aio_constants
@@ -38,10 +38,14 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg)
-from .flow_control cimport tell_protocol, water_marks
+from .flow_control cimport (water_marks, maybe_pause_protocol,
+                            maybe_resume_protocol)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
+from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
+                         lose_connection, release_fd,
+                         selector_transport_repr, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .transport_bases cimport StreamTransportBase
 
@@ -50,7 +54,6 @@ cdef object _TransportSocket = _aio_trsock.TransportSocket
 cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _set_nodelay = _aio_base_events._set_nodelay
 cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cancelled
-cdef object _warn = warnings.warn
 cdef object _copy_context = contextvars.copy_context
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef object _SHUT_WR = _socket.SHUT_WR
@@ -60,13 +63,6 @@ cdef bint _WRITELINES_JOINS = _asyncio_compat.WRITELINES_JOINS
 # What writelines()'s errors call it (write() where it joins and writes).
 cdef str _WRITELINES = 'write' if _WRITELINES_JOINS else 'writelines'
 cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT
-
-cdef enum:
-    # asyncio's max_size: the most one read returns.
-    READ_SIZE = 256 * 1024
-# Shared by every transport: a read is copied out of it into a new bytes
-# object before the GIL is released or any Python code runs.
-cdef char _read_buffer[READ_SIZE]
 
 
 cdef list _joinable(list_of_data):
@@ -181,14 +177,14 @@ cdef inline bint _would_block(int err) noexcept:
 cdef class SocketTransport(StreamTransportBase):
     """A TCP or Unix stream socket, as asyncio's _SelectorSocketTransport."""
 
+    # The transports' shape (lifecycle.pxd), then this one's own fields.
     cdef:
         readonly object _loop     # None once connection_lost() has run
-        LoopCore _core            # the same loop, for the fd table; kept
-        readonly object _sock     # None once connection_lost() has run
+        LoopCore _core            # the same loop, kept
         readonly int _sock_fd
+        readonly object _sock     # None once connection_lost() has run
         readonly object _protocol
-        bint _buffered            # the protocol is a BufferedProtocol
-        bint _protocol_connected
+        readonly bint _protocol_connected
         readonly object _server
         # Data not yet sent, oldest first: bytes objects only.  The first
         # `_buffer_head` bytes of _buffer[0] have been sent already.  None
@@ -197,13 +193,16 @@ cdef class SocketTransport(StreamTransportBase):
         list _buffer
         Py_ssize_t _buffer_head
         Py_ssize_t _buffer_size   # bytes still to send
-        readonly int _conn_lost   # set when connection_lost() is scheduled
-        readonly bint _closing
-        readonly bint _paused
-        readonly bint _eof
         readonly bint _protocol_paused
         readonly Py_ssize_t _high_water
         readonly Py_ssize_t _low_water
+        # Set when connection_lost() is scheduled; then counts the writes
+        # attempted since, as asyncio's does.
+        readonly Py_ssize_t _conn_lost
+        readonly bint _closing
+        readonly bint _paused
+        bint _buffered            # the protocol is a BufferedProtocol
+        readonly bint _eof
         # Set while loop.sendfile() uses the socket: first its wait for an
         # empty buffer, then (sock_ops._sendfile_native) the send's own
         # future, which closing the transport fails.  write() raises while
@@ -260,30 +259,13 @@ cdef class SocketTransport(StreamTransportBase):
             loop.call_soon(_set_result_unless_cancelled, waiter, None)
 
     def __repr__(self):
-        info = [type(self).__name__]
-        if self._sock is None:
-            info.append('closed')
-        elif self._closing:
-            info.append('closing')
-        info.append(f'fd={self._sock_fd}')
-        if self._loop is not None and not self._loop.is_closed():
-            info.append('read=polling' if self._watching(POLLER_READ) else 'read=idle')
-            state = 'polling' if self._watching(POLLER_WRITE) else 'idle'
-            info.append(f'write=<{state}, bufsize={self._buffer_size}>')
-        return '<{}>'.format(' '.join(info))
-
-    cdef bint _watching(self, int which):
-        cdef int fd = self._sock_fd
-        if fd < 0 or fd >= self._core._fds_size:
-            return False
-        if which == POLLER_READ:
-            return self._core._fds[fd].reader != NULL
-        return self._core._fds[fd].writer != NULL
+        return selector_transport_repr(self, self._sock, self._closing,
+                                       self._sock_fd, self._loop, self._core,
+                                       self._buffer_size)
 
     def __del__(self):
         if self._sock is not None:
-            _warn(f"unclosed transport {self!r}", ResourceWarning, source=self)
-            self._sock.close()
+            warn_unclosed(self, self._sock)
             self._sock = None
             self._detach_server()
 
@@ -305,16 +287,6 @@ cdef class SocketTransport(StreamTransportBase):
     def is_closing(self):
         return self._closing
 
-    def close(self):
-        if self._closing:
-            return
-        self._closing = True
-        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if not self._buffer_size:
-            self._conn_lost += 1
-            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
-            self._loop.call_soon(self._call_connection_lost, None)
-
     def set_protocol(self, protocol):
         self._buffered = isinstance(protocol, _BufferedProtocol)
         self._protocol = protocol
@@ -322,9 +294,6 @@ cdef class SocketTransport(StreamTransportBase):
 
     def get_protocol(self):
         return self._protocol
-
-    def abort(self):
-        self._force_close(None)
 
     # ------------------------------------------------------------------
     # ReadTransport
@@ -362,7 +331,8 @@ cdef class SocketTransport(StreamTransportBase):
             self._read_data()
 
     cdef _read_data(self):
-        cdef ssize_t n = recv(self._sock_fd, _read_buffer, READ_SIZE, 0)
+        cdef char *buf = read_buffer(self._core)
+        cdef ssize_t n = recv(self._sock_fd, buf, READ_SIZE, 0)
         if n < 0:
             if not _would_block(errno):
                 self._fatal_error(os_error(errno),
@@ -371,7 +341,8 @@ cdef class SocketTransport(StreamTransportBase):
         if n == 0:
             self._read_eof()
             return
-        data = PyBytes_FromStringAndSize(_read_buffer, n)
+        # Copied out of the loop's buffer before any Python code runs.
+        data = PyBytes_FromStringAndSize(buf, n)
         try:
             # Looked up on every read, as asyncio does: a protocol may
             # replace its data_received as its state changes.
@@ -540,6 +511,8 @@ cdef class SocketTransport(StreamTransportBase):
         cdef Py_buffer view
         cdef ssize_t n
         cdef int err
+        if self._sock is None:
+            return self._socket_gone()
         if PyBytes_Check(data):
             n = send(self._sock_fd, PyBytes_AS_STRING(data),
                      <size_t>PyBytes_GET_SIZE(data), MSG_NOSIGNAL)
@@ -562,6 +535,16 @@ cdef class SocketTransport(StreamTransportBase):
         self._fatal_error(os_error(err), 'Fatal write error on socket transport')
         return -1
 
+    cdef int _socket_gone(self) except -2:
+        # A write once connection_lost() has run, and _conn_lost is still 0
+        # (close() waited for the queue to drain): the fd is closed, and its
+        # number may be another file's by now.  asyncio's send on its
+        # cleared socket fails, and so does its report of that on its
+        # cleared loop (an AttributeError out of write()).
+        self._fatal_error(AttributeError("'NoneType' object has no attribute 'send'"),
+                          'Fatal write error on socket transport')
+        return -1
+
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
         """Queue data[offset:]; False if there is nothing left to queue."""
         if self._buffer is None:
@@ -578,6 +561,9 @@ cdef class SocketTransport(StreamTransportBase):
         cdef int err
         if self._buffer is None:
             return 0
+        if self._sock is None:
+            self._clear_buffer()
+            return self._socket_gone()
         count = fill_iovecs(self._buffer, self._buffer_head, iov)
         memset(&msg, 0, sizeof(msg))
         msg.msg_iov = iov
@@ -645,52 +631,14 @@ cdef class SocketTransport(StreamTransportBase):
         self._high_water, self._low_water = water_marks(high, low)
 
     cdef _maybe_pause_protocol(self):
-        if self._buffer_size > self._high_water and not self._protocol_paused:
-            self._protocol_paused = True
-            tell_protocol(self._loop, self, self._protocol, True)
+        maybe_pause_protocol(self._loop, self, self._protocol,
+                             self._buffer_size, self._high_water,
+                             &self._protocol_paused)
 
     cdef _maybe_resume_protocol(self):
-        if self._protocol_paused and self._buffer_size <= self._low_water:
-            self._protocol_paused = False
-            tell_protocol(self._loop, self, self._protocol, False)
-
-    # ------------------------------------------------------------------
-    # Errors and the end of the connection
-
-    def _fatal_error(self, exc, message='Fatal error on transport'):
-        # Called from an exception handler only.
-        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
-                           exc, message, isinstance(exc, OSError))
-        self._force_close(exc)
-
-    def _force_close(self, exc):
-        # asyncio would fail on its cleared loop here if connection_lost()
-        # has already run; there is nothing left to close then.
-        if self._conn_lost or self._sock is None:
-            return
-        if self._buffer_size:
-            self._clear_buffer()
-            self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
-        if not self._closing:
-            self._closing = True
-            self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
-        self._conn_lost += 1
-        self._loop.call_soon(self._call_connection_lost, exc)
-
-    def _call_connection_lost(self, exc):
-        try:
-            if self._protocol_connected:
-                self._protocol.connection_lost(exc)
-        finally:
-            self._sock.close()
-            self._sock = None
-            self._protocol = None
-            self._loop = None
-            self._detach_server()
-        # Unless it has just ended (asyncio would raise InvalidStateError).
-        if self._empty_waiter is not None and not self._empty_waiter.done():
-            self._empty_waiter.set_exception(
-                ConnectionError("Connection is closed by peer"))
+        maybe_resume_protocol(self._loop, self, self._protocol,
+                              self._buffer_size, self._low_water,
+                              &self._protocol_paused)
 
     # sendfile's fallback (asyncio's loop.sendfile) waits for the buffer to
     # drain between chunks.
@@ -704,6 +652,55 @@ cdef class SocketTransport(StreamTransportBase):
 
     def _reset_empty_waiter(self):
         self._empty_waiter = None
+
+
+    # ------------------------------------------------------------------
+    # The end of the connection: asyncio's methods in asyncio's order, over
+    # the helpers of lifecycle.pxd
+
+    def close(self):
+        if not begin_closing(self._core, self._sock_fd, &self._closing):
+            return
+        if not self._buffer_size:
+            # Else _write_ready() calls connection_lost() once all is sent.
+            lose_connection(self._loop, self._core, self._sock_fd,
+                            &self._closing, &self._conn_lost,
+                            self._call_connection_lost, None)
+
+    def abort(self):
+        self._force_close(None)
+
+    def _fatal_error(self, exc, message='Fatal error on transport'):
+        # Called from an exception handler only.
+        report_fatal_error(self._loop, self._core._debug, self, self._protocol,
+                           exc, message, isinstance(exc, OSError))
+        self._force_close(exc)
+
+    def _force_close(self, exc):
+        if self._conn_lost:
+            return
+        if self._buffer_size:
+            self._clear_buffer()
+            drop_writer(self._loop, self._core, self._sock_fd)
+        lose_connection(self._loop, self._core, self._sock_fd,
+                        &self._closing, &self._conn_lost,
+                        self._call_connection_lost, exc)
+
+    def _call_connection_lost(self, exc):
+        try:
+            if self._protocol_connected:
+                self._protocol.connection_lost(exc)
+        finally:
+            release_fd(self._core, self._sock_fd, self._buffer_size != 0)
+            self._sock.close()
+            self._sock = None
+            self._protocol = None
+            self._loop = None
+            self._detach_server()
+        # Unless it has just ended (asyncio would raise InvalidStateError).
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_exception(
+                ConnectionError("Connection is closed by peer"))
 
 
 # ----------------------------------------------------------------------

@@ -1,0 +1,158 @@
+# The life of a compiled transport, from its first read to connection_lost():
+# the halves asyncio's _SelectorTransport (selector_events.py) and its unix
+# pipe transports (unix_events.py) share, as functions the stream, datagram
+# and pipe transports inline over their own fields.
+#
+# Each transport extends its own asyncio class through the C base types
+# (transport_bases.c), so they cannot share a cdef base.  They share a shape
+# instead -- the same fields, with the same types, in this order:
+#
+#   readonly object _loop      asyncio's: None once connection_lost() has run,
+#                              so that what asyncio calls on it then fails
+#                              as asyncio's does (AttributeError), never as
+#                              a C call on None
+#   LoopCore _core             the same loop, kept for good: the fd table
+#                              and the debug flag (C-level, never a call
+#                              asyncio makes on its loop)
+#   the fd                     readonly int: _sock_fd (sockets), _fileno
+#                              (pipes), asyncio's names
+#   the file                   _sock / _pipe: None once connection_lost()
+#                              has run
+#   readonly object _protocol
+#   readonly bint _protocol_connected      (sockets, as asyncio's)
+#   readonly object _server                (sockets)
+#   the write queue, its size (Py_ssize_t) and _protocol_paused, _high_water,
+#   _low_water (Py_ssize_t)                (writers)
+#   readonly Py_ssize_t _conn_lost         (writers)
+#   readonly bint _closing
+#   readonly bint _paused                  (readers)
+#
+# and the lifecycle methods under asyncio's names, in asyncio's order:
+# close(), abort(), _fatal_error(), _force_close() (the pipes': _close()),
+# _call_connection_lost().
+
+from libc.stdlib cimport malloc
+
+from .includes cimport POLLER_READ, POLLER_WRITE
+from .loop cimport LoopCore
+
+
+cdef enum:
+    # asyncio's max_size: the most one read of any transport returns.
+    READ_SIZE = 256 * 1024
+
+
+
+cdef inline char *read_buffer(LoopCore core) except NULL:
+    """The loop's buffer for one read (READ_SIZE bytes), made on first use.
+
+    Every transport of the loop reads into it, so each must copy what it
+    read out of it before any Python code runs: Python code (a protocol's
+    __getattr__, a __del__ run by the collector) could make another
+    transport of the loop read into it.
+    """
+    if core._read_buffer == NULL:
+        core._read_buffer = <char *>malloc(READ_SIZE)
+        if core._read_buffer == NULL:
+            raise MemoryError()
+    return core._read_buffer
+
+
+cdef inline bint transport_fd_watched(LoopCore core, int fd, int which) noexcept:
+    """The loop has a reader (which == POLLER_READ) or a writer for fd: the
+    one question transports ask of the fd table (asyncio asks its selector,
+    _test_selector_event)."""
+    if fd < 0 or fd >= core._fds_size:
+        return False
+    if which == POLLER_READ:
+        return core._fds[fd].reader != NULL
+    return core._fds[fd].writer != NULL
+
+
+cdef inline int check_loop(object loop, str attribute) except -1:
+    """Fail as asyncio's call of `attribute` on its loop fails once
+    connection_lost() has cleared it (for calls we make on _core)."""
+    if loop is None:
+        raise AttributeError(f"'NoneType' object has no attribute '{attribute}'")
+    return 0
+
+
+cdef inline bint begin_closing(LoopCore core, int fd, bint *closing) except -1:
+    """`self._closing = True; self._loop._remove_reader(fd)`, unless closing
+    already: then False, and nothing is done."""
+    if closing[0]:
+        return False
+    closing[0] = True
+    core._remove_fd_handle(fd, POLLER_READ)
+    return True
+
+
+cdef inline int drop_writer(object loop, LoopCore core, int fd) except -1:
+    """`self._loop._remove_writer(fd)` as _force_close() calls it: on the
+    cleared loop it fails as asyncio's."""
+    check_loop(loop, '_remove_writer')
+    core._remove_fd_handle(fd, POLLER_WRITE)
+    return 0
+
+
+cdef inline int schedule_connection_lost(object loop, LoopCore core, int fd,
+                                         object call_connection_lost,
+                                         object exc) except -1:
+    """The end of close() and _force_close(): nothing more is written (no
+    writer), and connection_lost(exc) comes in the next iteration.  On the
+    cleared loop, call_soon fails as asyncio's."""
+    core._remove_fd_handle(fd, POLLER_WRITE)
+    loop.call_soon(call_connection_lost, exc)
+    return 0
+
+
+cdef inline int lose_connection(object loop, LoopCore core, int fd,
+                                 bint *closing, Py_ssize_t *conn_lost,
+                                 object call_connection_lost,
+                                 object exc) except -1:
+    """The end of close() (nothing queued) and of _force_close(): nothing
+    more is read or written, _conn_lost counts from 1, and connection_lost(exc)
+    comes in the next iteration."""
+    begin_closing(core, fd, closing)
+    conn_lost[0] += 1
+    schedule_connection_lost(loop, core, fd, call_connection_lost, exc)
+    return 0
+
+
+cdef inline int release_fd(LoopCore core, int fd, bint writing) except -1:
+    """In _call_connection_lost(), before the file is closed, when something
+    is still queued (connection_lost() wrote what could not go out at once):
+    the writer may not outlive the file, whose number will be another
+    file's.  What is queued stays counted, as in asyncio."""
+    if writing:
+        core._remove_fd_handle(fd, POLLER_WRITE)
+    return 0
+
+
+cdef inline str selector_transport_repr(object transport, object sock,
+                                        bint closing, int fd, object loop,
+                                        LoopCore core, Py_ssize_t bufsize):
+    """asyncio's _SelectorTransport.__repr__ (the socket transports')."""
+    info = [type(transport).__name__]
+    if sock is None:
+        info.append('closed')
+    elif closing:
+        info.append('closing')
+    info.append(f'fd={fd}')
+    # test if the transport was closed
+    if loop is not None and not core._closed:
+        info.append('read=polling' if transport_fd_watched(core, fd, POLLER_READ)
+                    else 'read=idle')
+        state = 'polling' if transport_fd_watched(core, fd, POLLER_WRITE) else 'idle'
+        info.append(f'write=<{state}, bufsize={bufsize}>')
+    return '<{}>'.format(' '.join(info))
+
+
+cdef inline int warn_unclosed(object transport, object resource) except -1:
+    """__del__ of a transport whose file is still open (asyncio's)."""
+    # Imported here: a .pxd's module-level imports do not run in the
+    # modules that cimport it.
+    from warnings import warn
+    warn(f"unclosed transport {transport!r}", ResourceWarning, source=transport)
+    resource.close()
+    return 0
