@@ -45,7 +45,10 @@ transport_common = dict(common, define_macros=common["define_macros"] + [("CYTHO
 
 extensions = [
     Extension("minloop._transport_bases", ["src/transport_bases.c"], **common),
-    Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **common),
+    # Handle and TimerHandle extend asyncio's classes through C base types
+    # (src/handle_bases.c), so theirs are heap types too.
+    Extension("minloop._handle_bases", ["src/handle_bases.c"], **common),
+    Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **transport_common),
     Extension(
         "minloop.loop",
         ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],

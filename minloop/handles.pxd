@@ -7,55 +7,59 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *o)
 
 
-cdef class Handle:
-    # Fields: objects first, then the C numbers, the 4-byte ones together,
-    # so that no padding is spent between them (a transport's reader is a
-    # handle too: its size is paid per connection).
-    cdef:
-        readonly object _callback
-        readonly tuple _args
-        # The context the callback runs in.  While `_context_shared`, it is
-        # a snapshot shared with other handles (see _context_snapshot in
-        # handles.pyx) that nobody may enter: the handle takes a private
-        # copy when it runs or when someone asks for its context.
-        object _context
-        readonly object _loop
-        readonly object _source_traceback
-        # asyncio's handles take weak references (its __slots__ has
-        # __weakref__); so do ours.
-        object __weakref__
-        # The repr frozen at cancel() in debug mode, as asyncio keeps it for
-        # the "Executing <Handle ...> took N seconds" warning.
-        object _repr
-        # TimerHandle's fields.  They live here so that both types have one
-        # size and share one free list (see handles.pyx); a plain Handle
-        # leaves them unused.
-        double _when
-        # Position in the owning loop's heap (kept there by the heap), -1
-        # once the timer has left it; the heap holds one reference meanwhile.
-        Py_ssize_t _heap_pos
-        timer_heap *_heap
-        # Marks the handle as reported in one traverse of its loop, so a
-        # handle held twice (fd table and ready ring) is reported once.
-        unsigned long _gc_epoch
-        bint _context_shared
-        readonly bint _cancelled
-        bint _debug
-        # How many of the loop's C containers (ready ring, timer heap, fd
-        # table) hold this handle.  While it is in any, the handle is not
-        # tracked by the cycle collector: the loop's traverse reports the
-        # handle's references instead (see loop.pyx), so a million queued
-        # callbacks do not make every collection walk a million objects.
-        unsigned int _queued
+# The C types under our handles (src/handle_bases.c, whose header comment
+# says why they exist): HandleBase extends asyncio.Handle, TimerHandleBase
+# asyncio.TimerHandle, with one layout, MinloopHandle (src/handle_bases.h,
+# where each field is described).  A Cython module that subclasses them
+# must be built with CYTHON_USE_TYPE_SPECS=1 (setup.py does).
+cdef extern from "handle_bases.h":
+    ctypedef class minloop._handle_bases.HandleBase [object MinloopHandle]:
+        # asyncio's slots, with asyncio's meaning.
+        cdef tuple _args
+        cdef object _callback
+        cdef object _cancelled      # True or False (test with `is True`)
+        cdef object _context
+        cdef object _loop
+        cdef object _repr
+        cdef object _source_traceback
+        # Ours.
+        cdef double _when
+        cdef Py_ssize_t _heap_pos
+        cdef timer_heap *_heap
+        cdef unsigned int _queued
+        cdef unsigned int _context_shared
+        cdef unsigned int _debug
 
-    cdef int _run_callback(self) except -1
-    cdef int _cancel(self) except -1
-    cdef object _own_context(self)
-    cdef _report(self, exc)
+    # The same fields: both types are read through one struct.
+    ctypedef class minloop._handle_bases.TimerHandleBase [object MinloopTimerHandle]:
+        cdef tuple _args
+        cdef object _callback
+        cdef object _cancelled
+        cdef object _context
+        cdef object _loop
+        cdef object _repr
+        cdef object _source_traceback
+        cdef double _when
+        cdef Py_ssize_t _heap_pos
+        cdef timer_heap *_heap
+        cdef unsigned int _queued
+        cdef unsigned int _context_shared
+        cdef unsigned int _debug
+
+    bint minloop_handle_gc_seen(void *h, unsigned long epoch)
 
 
-cdef class TimerHandle(Handle):
-    cdef bint _equal(self, TimerHandle o) except -1
+# Siblings, not parent and child: CPython refuses a TimerHandle with both
+# our Handle and asyncio.TimerHandle as bases (handle_bases.c).  They add
+# methods only, and no C methods (a vtable would differ between them):
+# what the loop calls is the module-level functions below, which take
+# either type as `Handle` (the layout is the same; the loop casts).
+cdef class Handle(HandleBase):
+    pass
+
+
+cdef class TimerHandle(TimerHandleBase):
+    pass
 
 
 cdef void forget_context_snapshot() noexcept
@@ -66,6 +70,17 @@ cdef Handle new_handle(object callback, tuple args, object loop,
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap)
+
+# Runs the callback in the handle's context; exceptions go to the loop's
+# exception handler (SystemExit and KeyboardInterrupt propagate).
+cdef int handle_run(Handle h) except -1
+
+# cancel(), for either type (a timer leaves its heap at once).
+cdef int handle_cancel(Handle h) except -1
+
+
+cdef inline bint handle_cancelled(Handle h) noexcept:
+    return h._cancelled is True
 
 
 # Call after a loop container took its reference to `h`.
@@ -81,3 +96,9 @@ cdef inline void handle_dequeued(Handle h) noexcept:
     if h._queued == 0 and not PyObject_GC_IsTracked(h):
         PyObject_GC_Track(<void *>h)
 
+
+# For the loop's traverse: whether `h` was reported already in the traverse
+# numbered `epoch` (marks it otherwise).  See handle_bases.h for why the
+# comparison must happen there.
+cdef inline bint handle_gc_seen(Handle h, unsigned long epoch) noexcept:
+    return minloop_handle_gc_seen(<void *>h, epoch)

@@ -1,8 +1,13 @@
 """Handle and TimerHandle: the objects call_soon() and call_at() return.
 
-Same public surface and repr as asyncio.events.Handle/TimerHandle.  The loop
-runs them through the C-level `_run_callback`, which enters the handle's
-context with the C API (no Context.run() call per callback).
+Subclasses of asyncio.events.Handle/TimerHandle (through the C types of
+src/handle_bases.c), with the same public surface and repr.  The loop runs
+them through the C-level `handle_run`, which enters the handle's context
+with the C API (no Context.run() call per callback).
+
+Differs from asyncio: cancel() takes a timer out of the loop's heap at once;
+the private attributes are read-only; a handle cannot be made by calling
+its class.
 """
 
 import sys
@@ -11,7 +16,6 @@ from asyncio import format_helpers as _format_helpers
 
 from . import _asyncio_compat
 
-cimport cython
 from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
@@ -61,29 +65,201 @@ cdef str _format_callback(object callback, tuple args, bint debug):
     return _format_callback_source(callback, args)
 
 
-# Handles come from free lists big enough for a burst of a busy iteration
-# (every timer that fires wakes a task through a new handle): an object
-# taken from a free list is not counted as an allocation by the cycle
-# collector, which starts a collection every 700 counted allocations.
-# TimerHandle adds no field, so Cython's free list takes both types.  At
-# most 4096 dead handles are kept (about 600 KiB).
-@cython.freelist(4096)
-cdef class Handle:
+# Both types' shared surface.  They are siblings (see handles.pxd), so each
+# class body names its methods and the behaviour lives in the module-level
+# functions below, which take either type as `Handle`.  Every name asyncio's
+# Handle and TimerHandle define is defined here too (their methods, and a
+# read-only property over each of their __slots__), so none of asyncio's
+# code runs on our objects unless called explicitly through asyncio's class:
+# then its assignments meet our read-only properties and raise
+# AttributeError, before anything changes.
+
+cdef list _repr_info(Handle h):
+    info = [type(h).__name__]
+    if h._cancelled is True:
+        info.append('cancelled')
+    if h._callback is not None:
+        info.append(_format_callback(h._callback, h._args, h._debug))
+    if h._source_traceback:
+        frame = h._source_traceback[-1]
+        info.append(f'created at {frame[0]}:{frame[1]}')
+    return info
+
+
+cdef object _own_context(Handle h):
+    """The handle's own context, copied from the shared snapshot once."""
+    if h._context_shared:
+        h._context = PyContext_Copy(h._context)
+        h._context_shared = False
+    return h._context
+
+
+cdef int handle_cancel(Handle h) except -1:
+    cdef Py_ssize_t pos = h._heap_pos
+    if h._cancelled is True:
+        return 0
+    if pos >= 0:
+        # A timer leaves the heap now (O(log n)), so a server that arms and
+        # cancels millions of timeouts holds no dead timers.  The caller
+        # holds a reference to h, so dropping the heap's is safe.  (A plain
+        # Handle's _heap_pos is always -1.)
+        heap_remove(h._heap, <size_t>pos)
+        handle_dequeued(h)
+        Py_DECREF(h)
+    h._cancelled = True
+    if h._debug:
+        h._repr = repr(h)
+    # Drop the references at once, as asyncio does: a cancelled callback
+    # must not keep its arguments alive until it is skipped.
+    h._callback = None
+    h._args = None
+    return 0
+
+
+cdef int handle_run(Handle h) except -1:
+    cdef object snapshot = None
+    cdef object context
+    if h._context_shared:
+        # Run in a private copy (a callback's var.set() must not reach the
+        # other handles sharing the snapshot).  It becomes the handle's own
+        # context, as asyncio's handle has one.
+        snapshot = h._context
+        context = PyContext_Copy(snapshot)
+        h._context = context
+        h._context_shared = False
+    else:
+        context = h._context
+    cdef object callback = h._callback
+    cdef tuple args = h._args
+    try:
+        PyContext_Enter(context)
+    except Exception as exc:
+        # Already entered (a nested run in the same context): asyncio's
+        # Context.run() fails inside the handle's try, so it is reported.
+        _report(h, exc)
+        return 0
+    try:
+        if args:
+            callback(*args)
+        else:
+            callback()
+    except BaseException as exc:
+        # Leave the context before reporting, as Context.run() would.
+        PyContext_Exit(context)
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            raise
+        _report(h, exc)
+        return 0
+    PyContext_Exit(context)
+    if snapshot is not None:
+        _share_again(h, snapshot, context)
+    return 0
+
+
+cdef _report(Handle h, exc):
+    cb = _format_callback(h._callback, h._args, h._debug)
+    context = {
+        'message': f'Exception in callback {cb}',
+        'exception': exc,
+        'handle': h,
+    }
+    if h._source_traceback:
+        context['source_traceback'] = h._source_traceback
+    h._loop.call_exception_handler(context)
+
+
+cdef inline bint _timers_equal(Handle a, Handle b) except -1:
+    return (a._when == b._when and a._callback == b._callback and
+            a._args == b._args and a._cancelled is b._cancelled)
+
+
+cdef object _compare_timers(Handle a, object other, int op):
+    if not isinstance(other, TimerHandle):
+        return NotImplemented
+    cdef Handle b = <Handle>other
+    if op == 0:    # <
+        return a._when < b._when
+    if op == 4:    # >
+        return a._when > b._when
+    if op == 2:    # ==
+        return _timers_equal(a, b)
+    if op == 3:    # !=
+        return not _timers_equal(a, b)
+    if op == 1:    # <=
+        return a._when < b._when or _timers_equal(a, b)
+    return a._when > b._when or _timers_equal(a, b)   # >=
+
+
+_CREATED_BY_THE_LOOP = ("minloop handles are created by the event loop "
+                        "(call_soon, call_later, call_at)")
+
+
+cdef class Handle(HandleBase):
     """Object returned by callback registration methods."""
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("minloop handles are created by the event loop "
-                        "(call_soon, call_later, call_at)")
+        raise TypeError(_CREATED_BY_THE_LOOP)
 
     def _repr_info(self):
-        info = [type(self).__name__]
-        if self._cancelled:
-            info.append('cancelled')
-        if self._callback is not None:
-            info.append(_format_callback(self._callback, self._args, self._debug))
-        if self._source_traceback:
-            frame = self._source_traceback[-1]
-            info.append(f'created at {frame[0]}:{frame[1]}')
+        return _repr_info(self)
+
+    def __repr__(self):
+        if self._repr is not None:
+            return self._repr
+        return '<{}>'.format(' '.join(self._repr_info()))
+
+    def get_context(self):
+        return _own_context(self)
+
+    def cancel(self):
+        handle_cancel(self)
+
+    def cancelled(self):
+        return self._cancelled is True
+
+    def _run(self):
+        handle_run(self)
+
+    # asyncio's slots, read-only.
+    @property
+    def _args(self):
+        return self._args
+
+    @property
+    def _callback(self):
+        return self._callback
+
+    @property
+    def _cancelled(self):
+        return self._cancelled is True
+
+    @property
+    def _context(self):
+        return _own_context(self)
+
+    @property
+    def _loop(self):
+        return self._loop
+
+    @property
+    def _repr(self):
+        return self._repr
+
+    @property
+    def _source_traceback(self):
+        return self._source_traceback
+
+
+cdef class TimerHandle(TimerHandleBase):
+    """Object returned by timed callback registration methods."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(_CREATED_BY_THE_LOOP)
+
+    def _repr_info(self):
+        info = _repr_info(<Handle>self)
+        pos = 2 if self._cancelled is True else 1
+        info.insert(pos, f'when={self._when}')
         return info
 
     def __repr__(self):
@@ -92,140 +268,22 @@ cdef class Handle:
         return '<{}>'.format(' '.join(self._repr_info()))
 
     def get_context(self):
-        return self._own_context()
-
-    @property
-    def _context(self):
-        return self._own_context()
-
-    cdef object _own_context(self):
-        """The handle's own context, copied from the shared snapshot once."""
-        if self._context_shared:
-            self._context = PyContext_Copy(self._context)
-            self._context_shared = False
-        return self._context
+        return _own_context(<Handle>self)
 
     def cancel(self):
-        self._cancel()
-
-    cdef int _cancel(self) except -1:
-        if not self._cancelled:
-            self._cancelled = True
-            if self._debug:
-                self._repr = repr(self)
-            # Drop the references at once, as asyncio does: a cancelled
-            # callback must not keep its arguments alive until it is skipped.
-            self._callback = None
-            self._args = None
-        return 0
+        handle_cancel(<Handle>self)
 
     def cancelled(self):
-        return self._cancelled
+        return self._cancelled is True
 
     def _run(self):
-        self._run_callback()
-
-    cdef int _run_callback(self) except -1:
-        cdef object snapshot = None
-        cdef object context
-        if self._context_shared:
-            # Run in a private copy (a callback's var.set() must not reach
-            # the other handles sharing the snapshot).  It becomes the
-            # handle's own context, as asyncio's handle has one.
-            snapshot = self._context
-            context = PyContext_Copy(snapshot)
-            self._context = context
-            self._context_shared = False
-        else:
-            context = self._context
-        cdef object callback = self._callback
-        cdef tuple args = self._args
-        try:
-            PyContext_Enter(context)
-        except Exception as exc:
-            # Already entered (a nested run in the same context): asyncio's
-            # Context.run() fails inside the handle's try, so it is reported.
-            self._report(exc)
-            return 0
-        try:
-            if args:
-                callback(*args)
-            else:
-                callback()
-        except BaseException as exc:
-            # Leave the context before reporting, as Context.run() would.
-            PyContext_Exit(context)
-            if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-                raise
-            self._report(exc)
-            return 0
-        PyContext_Exit(context)
-        if snapshot is not None:
-            _share_again(self, snapshot, context)
-        return 0
-
-    cdef _report(self, exc):
-        cb = _format_callback(self._callback, self._args, self._debug)
-        context = {
-            'message': f'Exception in callback {cb}',
-            'exception': exc,
-            'handle': self,
-        }
-        if self._source_traceback:
-            context['source_traceback'] = self._source_traceback
-        self._loop.call_exception_handler(context)
-
-
-cdef class TimerHandle(Handle):
-    """Object returned by timed callback registration methods."""
-
-    @property
-    def _when(self):
-        return self._when
-
-    def _repr_info(self):
-        info = Handle._repr_info(self)
-        pos = 2 if self._cancelled else 1
-        info.insert(pos, f'when={self._when}')
-        return info
-
-    @property
-    def _scheduled(self):
-        return self._heap_pos >= 0
+        handle_run(<Handle>self)
 
     def __hash__(self):
         return hash(self._when)
 
     def __richcmp__(self, other, int op):
-        if not isinstance(other, TimerHandle):
-            return NotImplemented
-        cdef TimerHandle o = <TimerHandle>other
-        if op == 0:    # <
-            return self._when < o._when
-        if op == 4:    # >
-            return self._when > o._when
-        if op == 2:    # ==
-            return self._equal(o)
-        if op == 3:    # !=
-            return not self._equal(o)
-        if op == 1:    # <=
-            return self._when < o._when or self._equal(o)
-        return self._when > o._when or self._equal(o)   # >=
-
-    cdef bint _equal(self, TimerHandle o) except -1:
-        return (self._when == o._when and self._callback == o._callback and
-                self._args == o._args and self._cancelled == o._cancelled)
-
-    cdef int _cancel(self) except -1:
-        cdef Py_ssize_t pos = self._heap_pos
-        if not self._cancelled and pos >= 0:
-            # Leave the heap now (O(log n)), so a server that arms and
-            # cancels millions of timeouts holds no dead timers.  The caller
-            # holds a reference to self, so dropping the heap's is safe.
-            heap_remove(self._heap, <size_t>pos)
-            handle_dequeued(self)
-            Py_DECREF(self)
-        return Handle._cancel(self)
+        return _compare_timers(<Handle>self, other, op)
 
     def when(self):
         """Return a scheduled callback time.
@@ -233,6 +291,43 @@ cdef class TimerHandle(Handle):
         The time is an absolute timestamp, using the same time
         reference as loop.time().
         """
+        return self._when
+
+    # asyncio's slots, read-only.
+    @property
+    def _args(self):
+        return self._args
+
+    @property
+    def _callback(self):
+        return self._callback
+
+    @property
+    def _cancelled(self):
+        return self._cancelled is True
+
+    @property
+    def _context(self):
+        return _own_context(<Handle>self)
+
+    @property
+    def _loop(self):
+        return self._loop
+
+    @property
+    def _repr(self):
+        return self._repr
+
+    @property
+    def _source_traceback(self):
+        return self._source_traceback
+
+    @property
+    def _scheduled(self):
+        return self._heap_pos >= 0
+
+    @property
+    def _when(self):
         return self._when
 
 
@@ -354,8 +449,44 @@ cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap):
     cdef TimerHandle h = TimerHandle.__new__(TimerHandle)
-    _init_handle(h, callback, args, loop, context, debug)
+    _init_handle(<Handle>h, callback, args, loop, context, debug)
     h._when = when
     h._heap_pos = -1
     h._heap = heap
     return h
+
+
+# ----------------------------------------------------------------------
+# The types' slots
+#
+# Handle and TimerHandle add no field to their C bases, whose tp_dealloc,
+# tp_traverse and tp_clear already cover the whole object (and keep the free
+# list both types share, handle_bases.c).  Cython's generated slots would
+# only call the base's, after a GC untrack and re-track, for every handle
+# that dies: the types take the base's slots instead.  The free list
+# recognises our types by that tp_dealloc, so this must happen before the
+# first handle is made.
+
+cdef extern from *:
+    """
+    static int minloop_take_base_slots(PyObject *type)
+    {
+        PyTypeObject *t = (PyTypeObject *)type, *base = t->tp_base;
+        if (t->tp_basicsize != base->tp_basicsize ||
+                t->tp_basicsize != (Py_ssize_t)sizeof(MinloopHandle)) {
+            PyErr_SetString(PyExc_ImportError,
+                            "minloop's handle types add fields to their C base");
+            return -1;
+        }
+        t->tp_dealloc = base->tp_dealloc;
+        t->tp_traverse = base->tp_traverse;
+        t->tp_clear = base->tp_clear;
+        PyType_Modified(t);
+        return 0;
+    }
+    """
+    int minloop_take_base_slots(object type) except -1
+
+
+minloop_take_base_slots(Handle)
+minloop_take_base_slots(TimerHandle)

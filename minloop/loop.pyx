@@ -34,7 +34,8 @@ from libc.string cimport memset
 from .includes cimport *
 from .oserrors cimport os_error
 from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
-                       handle_enqueued, handle_dequeued,
+                       handle_enqueued, handle_dequeued, handle_run,
+                       handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
                        forget_context_snapshot)
 
@@ -276,7 +277,7 @@ cdef class LoopCore:
 
     def _add_callback(self, Handle handle):
         """Queue an existing handle (signal handlers are re-queued so)."""
-        if not handle._cancelled:
+        if not handle_cancelled(handle):
             self._push_ready(handle)
 
     def _new_handle(self, callback, tuple args):
@@ -355,7 +356,7 @@ cdef class LoopCore:
         if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
             raise MemoryError()
         Py_INCREF(timer)
-        handle_enqueued(timer)
+        handle_enqueued(<Handle>timer)
         return timer
 
     def _timer_handle_cancelled(self, handle):
@@ -526,12 +527,12 @@ cdef class LoopCore:
             # (see _release_ran): most handles die right after it.
             handle._queued -= 1
             try:
-                if handle._cancelled:
+                if handle_cancelled(handle):
                     pass
                 elif self._debug:
                     self._run_ready(handle)
                 else:
-                    handle._run_callback()
+                    handle_run(handle)
             finally:
                 self._release_ran(handle)
         # Those that ran an iteration ago have had a full iteration for
@@ -585,7 +586,7 @@ cdef class LoopCore:
         try:
             self._current_handle = handle
             t0 = monotonic_now()
-            handle._run_callback()
+            handle_run(handle)
             dt = monotonic_now() - t0
             if dt >= self.slow_callback_duration:
                 _logger.warning('Executing %s took %.3f seconds',
@@ -636,13 +637,13 @@ cdef class LoopCore:
             # run arbitrary code that reallocates the table.
             if events & POLLER_READ and self._fds[fd].reader != NULL:
                 handle = <Handle>self._fds[fd].reader
-                if handle._cancelled:
+                if handle_cancelled(handle):
                     self._set_fd_handle(fd, POLLER_READ, None)
                 else:
                     self._push_ready(handle)
             if events & POLLER_WRITE and self._fds[fd].writer != NULL:
                 handle = <Handle>self._fds[fd].writer
-                if handle._cancelled:
+                if handle_cancelled(handle):
                     self._set_fd_handle(fd, POLLER_WRITE, None)
                 else:
                     self._push_ready(handle)
@@ -804,7 +805,7 @@ cdef class LoopCore:
         cdef Handle handle = new_handle(callback, (), self, None, self._debug)
         old = self._set_fd_handle(fd, which, handle, True)
         if old is not None:
-            (<Handle>old)._cancel()
+            handle_cancel(<Handle>old)
         return handle
 
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1:
@@ -828,7 +829,7 @@ cdef class LoopCore:
         if current != <void *>handle:
             return 0
         old = self._set_fd_handle(fd, which, None)
-        (<Handle>old)._cancel()
+        handle_cancel(<Handle>old)
         return 0
 
     def _fd_state(self, fd):
@@ -872,7 +873,7 @@ cdef class LoopCore:
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
         if old is not None:
-            (<Handle>old)._cancel()
+            handle_cancel(<Handle>old)
         return handle
 
     def _add_reader(self, fd, callback, *args):
@@ -898,7 +899,7 @@ cdef class LoopCore:
         if which == POLLER_WRITE and self._fds[fdn].writer == NULL:
             return False
         old = self._set_fd_handle(fdn, which, None)
-        (<Handle>old)._cancel()
+        handle_cancel(<Handle>old)
         return True
 
     # _ensure_fd_no_transport (refusing a transport's fd) is asyncio's
@@ -1033,9 +1034,8 @@ cdef inline int _visit_handle(void *item, gc_visitproc visit, void *arg,
     cdef Handle handle = <Handle>item
     if PyObject_GC_IsTracked(handle):
         return visit(<PyObject *>item, arg)
-    if handle._gc_epoch == epoch:
+    if handle_gc_seen(handle, epoch):
         return 0   # already reported in this traverse
-    handle._gc_epoch = epoch
     return (<gc_type *>Py_TYPE(handle)).tp_traverse(<PyObject *>item, visit, arg)
 
 

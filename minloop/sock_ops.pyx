@@ -55,7 +55,7 @@ from libc.stdint cimport int64_t
 from posix.types cimport off_t
 from posix.unistd cimport lseek, SEEK_SET
 
-from .handles cimport Handle
+from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, SENDFILE_AVAILABLE,
                         sendfile_chunk, c_recv, c_send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw)
@@ -237,7 +237,7 @@ cdef class _SockWait:
         cdef Handle handle = self.handle
         if handle is not None:
             self.handle = None
-            if not handle._cancelled:
+            if not handle_cancelled(handle):
                 self.loop._remove_oneshot(self.fdn, self.which, handle)
         self._release()
         return 0
@@ -247,7 +247,7 @@ cdef class _SockWait:
         not end the operation.  If the fd cannot be watched any more, the
         operation fails with that error rather than wait forever."""
         cdef Handle handle = self.handle
-        if handle is None or handle._cancelled:
+        if handle is None or handle_cancelled(handle):
             return 0
         try:
             self.loop._rearm_oneshot(self.fdn, self.which, handle)

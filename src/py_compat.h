@@ -17,4 +17,16 @@
 #define MINLOOP_KNOWN_CONTEXT_LAYOUT 0
 #endif
 
+/* Where a weakly referenceable object keeps its list of weak references.
+ * Up to 3.11 a class with __weakref__ in __slots__ has it inline, at
+ * tp_weaklistoffset; 3.12 moved it before the object, to the pre-header
+ * that Py_TPFLAGS_MANAGED_WEAKREF types have (gh-95245), and a subclass
+ * inherits that flag.  handle_bases.c lays its handles out accordingly and
+ * checks asyncio.Handle against it at import. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define MINLOOP_MANAGED_WEAKREF 1
+#else
+#define MINLOOP_MANAGED_WEAKREF 0
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */

@@ -1,6 +1,7 @@
 """The objects call_soon/call_later/call_at return, as programs use them:
 weak references, identity, lifetime.  Every test runs on asyncio's loop too."""
 
+import asyncio
 import gc
 import weakref
 
@@ -60,3 +61,238 @@ def test_handles_live_in_weak_collections(loop):
     gc.collect()
     run_one_iteration(loop)
     assert len(timers) == 0 and len(owners) == 0
+
+
+# ----------------------------------------------------------------------
+# The handles' types: asyncio's classes, as programs check them
+
+
+def make(loop, schedule):
+    if schedule == 'call_soon':
+        return loop.call_soon(int)
+    if schedule == 'call_later':
+        return loop.call_later(0, int)
+    return loop.call_at(loop.time() + 3600, int)
+
+
+def test_call_soon_returns_an_asyncio_handle(loop):
+    handle = loop.call_soon(int)
+    assert isinstance(handle, asyncio.Handle)
+    assert not isinstance(handle, asyncio.TimerHandle)
+    assert asyncio.Handle in type(handle).__mro__
+    assert issubclass(type(handle), asyncio.Handle)
+    assert not issubclass(type(handle), asyncio.TimerHandle)
+
+
+@pytest.mark.parametrize('schedule', ['call_later', 'call_at'])
+def test_timed_calls_return_asyncio_timer_handles(loop, schedule):
+    timer = make(loop, schedule)
+    assert isinstance(timer, asyncio.TimerHandle)
+    assert isinstance(timer, asyncio.Handle)
+    assert asyncio.TimerHandle in type(timer).__mro__
+    assert issubclass(type(timer), asyncio.TimerHandle)
+
+
+def test_signal_handlers_handles_are_asyncio_handles(loop):
+    import signal
+    loop.add_signal_handler(signal.SIGUSR1, int)
+    try:
+        handle = loop._signal_handlers[signal.SIGUSR1]
+        assert isinstance(handle, asyncio.Handle)
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)
+
+
+def test_reader_handles_are_asyncio_handles(loop):
+    import socket
+    a, b = socket.socketpair()
+    try:
+        handle = loop.add_reader(a.fileno(), int)
+        if handle is not None:          # asyncio's add_reader returns None
+            assert isinstance(handle, asyncio.Handle)
+            assert not isinstance(handle, asyncio.TimerHandle)
+        loop.remove_reader(a.fileno())
+    finally:
+        a.close()
+        b.close()
+
+
+def test_timer_state_reads_as_asyncio_s(loop):
+    timer = loop.call_later(3600, int)
+    assert timer._scheduled is True
+    assert timer._when == timer.when()
+    assert timer._cancelled is False and timer.cancelled() is False
+    assert timer._callback is int and timer._args == ()
+    assert timer._source_traceback is None and timer._repr is None
+    timer.cancel()
+    assert timer._cancelled is True
+    assert timer._callback is None and timer._args is None
+    run_one_iteration(loop)
+    assert timer._scheduled is False
+
+
+def test_loop_timer_handle_cancelled_accepts_its_timers(loop):
+    """asyncio's hook, called as asyncio.TimerHandle.cancel() calls it."""
+    timer = loop.call_later(3600, int)
+    loop._timer_handle_cancelled(timer)
+    timer.cancel()
+    run_one_iteration(loop)
+    assert timer.cancelled()
+
+
+@pytest.mark.parametrize('schedule', ['call_soon', 'call_later'])
+def test_repr_is_asyncio_s_format(loop, schedule):
+    handle = make(loop, schedule)
+    name = type(handle).__name__
+    assert name == ('Handle' if schedule == 'call_soon' else 'TimerHandle')
+    text = repr(handle)
+    assert text.startswith(f'<{name} ') and 'int()' in text
+    handle.cancel()
+    assert repr(handle).startswith(f'<{name} cancelled')
+
+
+def test_timers_compare_and_hash_as_asyncio_s(loop):
+    t0 = loop.call_at(100.0, int)
+    t1 = loop.call_at(200.0, int)
+    same = loop.call_at(100.0, int)
+    assert t0 < t1 and t1 > t0 and t0 <= same and t0 >= same
+    assert t0 == same and hash(t0) == hash(same) and t0 != t1
+    assert (t0 == loop.call_soon(int)) is False
+
+
+# ----------------------------------------------------------------------
+# asyncio's code, called explicitly on minloop's handles through asyncio's
+# classes: it must not corrupt anything.  minloop's private attributes are
+# read-only, so asyncio's assignments raise AttributeError before any
+# change; reading goes through minloop's properties.
+
+
+@pytest.fixture
+def minloop_loop(minloop_module):
+    lp = minloop_module.new_event_loop()
+    yield lp
+    lp.close()
+
+
+@pytest.mark.parametrize('schedule', ['call_soon', 'call_later', 'call_at'])
+def test_asyncio_s_methods_called_explicitly_are_safe(minloop_loop, schedule):
+    loop = minloop_loop
+    handle = make(loop, schedule)
+    base = asyncio.TimerHandle if schedule != 'call_soon' else asyncio.Handle
+    with pytest.raises(AttributeError):
+        base.cancel(handle)
+    assert not handle.cancelled()
+    with pytest.raises(AttributeError):
+        asyncio.Handle.__init__(handle, int, (), loop)
+    assert handle._callback is int
+    assert asyncio.Handle._repr_info(handle)[0] == type(handle).__name__
+    assert 'int()' in asyncio.Handle.__repr__(handle)
+    assert asyncio.Handle.cancelled(handle) is False
+    asyncio.Handle._run(handle)          # runs int() in the handle's context
+    if schedule != 'call_soon':
+        assert asyncio.TimerHandle.when(handle) == handle.when()
+        assert asyncio.TimerHandle.__eq__(handle, handle) is True
+        assert asyncio.TimerHandle.__hash__(handle) == hash(handle)
+    handle.cancel()
+    run_one_iteration(loop)
+    assert handle.cancelled()
+
+
+def test_asyncio_s_slots_read_on_minloop_handles_are_objects(minloop_loop):
+    """asyncio's own member descriptors read our storage: what is there is
+    what asyncio would keep (objects), or nothing (AttributeError)."""
+    loop = minloop_loop
+    timer = loop.call_later(3600, int, 1)
+    assert asyncio.Handle._callback.__get__(timer) is int
+    assert asyncio.Handle._args.__get__(timer) == (1,)
+    assert asyncio.Handle._cancelled.__get__(timer) is False
+    assert asyncio.Handle._loop.__get__(timer) is loop
+    for name in ('_scheduled', '_when'):
+        with pytest.raises(AttributeError):
+            getattr(asyncio.TimerHandle, name).__get__(timer)
+    timer.cancel()
+    assert asyncio.Handle._cancelled.__get__(timer) is True
+
+
+def test_handles_cannot_be_made_by_calling_the_class(minloop_module):
+    from minloop.handles import Handle, TimerHandle
+    for cls in (Handle, TimerHandle):
+        with pytest.raises(TypeError):
+            cls(int, (), None)
+
+
+# ----------------------------------------------------------------------
+# The free list both types share
+
+
+def test_dead_handles_of_both_types_are_reused(minloop_loop):
+    """A burst of handles and timers, run and dropped, then another: the
+    second comes from the free list, so the collector's allocation count
+    stays flat (an allocated handle would count)."""
+    loop = minloop_loop
+
+    def burst():
+        for i in range(1000):
+            loop.call_soon(int)
+            loop.call_later(-1, int)
+        run_one_iteration(loop)
+        run_one_iteration(loop)     # the released ring lets go of them
+
+    burst()
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        burst()
+        assert gc.get_count()[0] - before < 50
+    finally:
+        gc.enable()
+
+
+def test_a_reused_handle_has_no_weak_references_of_its_last_life(minloop_loop):
+    loop = minloop_loop
+    died = []
+    handle = loop.call_soon(int)
+    ref = weakref.ref(handle, died.append)
+    run_one_iteration(loop)
+    del handle
+    run_one_iteration(loop)
+    run_one_iteration(loop)
+    assert ref() is None and died == [ref]
+    fresh = [loop.call_soon(int) for _ in range(100)]
+    assert all(weakref.getweakrefcount(h) == 0 for h in fresh)
+    assert ref() is None
+    run_one_iteration(loop)
+
+
+def test_python_subclasses_of_the_handle_types_are_not_recycled(minloop_module):
+    """A Python subclass adds a __dict__: its instances must be freed, not
+    put on the free list that hands memory to our exact types."""
+    from minloop.handles import Handle, TimerHandle
+    for cls in (Handle, TimerHandle):
+        sub = type('Sub', (cls,), {'__init__': lambda self: None})
+        objs = [sub() for _ in range(50)]
+        for o in objs:
+            o.extra = 1
+        del objs, o
+    loop = minloop_module.new_event_loop()
+    try:
+        handles = [loop.call_soon(int) for _ in range(200)]
+        assert all(type(h) is Handle for h in handles)
+        run_one_iteration(loop)
+    finally:
+        loop.close()
+
+
+def test_handles_are_no_bigger_than_before(minloop_module):
+    import sys
+    loop = minloop_module.new_event_loop()
+    try:
+        h = loop.call_soon(int)
+        t = loop.call_later(0, int)
+        assert sys.getsizeof(h) == sys.getsizeof(t)
+        # 144 bytes with the GC header on 3.10/3.11; 3.12 adds the managed
+        # weak-reference pre-header (whose dict pointer goes unused).
+        assert sys.getsizeof(h) <= (144 if sys.version_info < (3, 12) else 152)
+    finally:
+        loop.close()

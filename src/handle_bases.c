@@ -1,0 +1,305 @@
+/* minloop._handle_bases: the C types under minloop's Handle and TimerHandle.
+ *
+ * Why this module exists: programs check isinstance(h, asyncio.Handle) and
+ * isinstance(h, asyncio.TimerHandle), so our compiled handles must have
+ * asyncio's classes in their MRO.  Three facts shape how:
+ *
+ *  - CPython refuses a type whose two bases both extend asyncio.Handle's
+ *    layout ("multiple bases have instance lay-out conflict"), so our
+ *    TimerHandle cannot extend both our Handle and asyncio.TimerHandle.
+ *    The two are siblings instead: HandleBase extends asyncio.Handle,
+ *    TimerHandleBase asyncio.TimerHandle, with one layout (handle_bases.h),
+ *    and the Cython classes minloop.handles.Handle / TimerHandle extend
+ *    them, adding methods only.  The loop reads both through that layout.
+ *  - asyncio's classes are heap types, and CPython refuses a static type
+ *    whose base is a heap type: these types and the Cython ones above them
+ *    are heap types (handles.pyx builds with CYTHON_USE_TYPE_SPECS).
+ *  - asyncio's classes deallocate, traverse and clear with CPython's
+ *    generic subtype_* functions, which walk every slot asyncio declared.
+ *    The types here end that chain: their slots below handle the whole
+ *    object, and handles.pyx gives the Cython types these same slots (they
+ *    add no field, so Cython's generated ones would only chain here, at the
+ *    cost of an indirect call and a GC untrack/track per handle).
+ *
+ * Handles are made by the thousand per loop iteration, so tp_new and
+ * tp_dealloc keep dead handles of both types on one free list: a handle
+ * taken from it is not counted by the cycle collector as an allocation
+ * (it starts a young collection every 700 of those). */
+#define PY_SSIZE_T_CLEAN
+#include "handle_bases.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <structmember.h>   /* PyMemberDef, T_OBJECT_EX (3.10/3.11 names) */
+
+/* ---- the free list ------------------------------------------------------- */
+
+/* At most this many dead handles are kept (about 600 KiB). */
+#define FREE_LIST_SIZE 4096
+
+static PyObject *free_list[FREE_LIST_SIZE];
+static int free_count = 0;
+
+static void handle_dealloc(PyObject *self);
+
+/* Only instances of a type that keeps this exact layout and deallocates
+ * with handle_dealloc (ours and the Cython types given our slots) go on
+ * the free list: a Python subclass deallocates through subtype_dealloc and
+ * may add a __dict__, so its memory is not interchangeable with ours. */
+static inline int
+recyclable(PyTypeObject *type)
+{
+    return type->tp_dealloc == handle_dealloc &&
+           type->tp_basicsize == (Py_ssize_t)sizeof(MinloopHandle) &&
+           type->tp_itemsize == 0;
+}
+
+/* ---- the slots ----------------------------------------------------------- */
+
+static PyObject *
+handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    MinloopHandle *h;
+    if (free_count > 0 && recyclable(type)) {
+        h = (MinloopHandle *)free_list[--free_count];
+        /* Its weak references were cleared and its fields NULLed when it
+         * died; zero the C fields and make it a new object of `type`. */
+        memset((char *)h + sizeof(PyObject), 0,
+               sizeof(MinloopHandle) - sizeof(PyObject));
+        (void)PyObject_Init((PyObject *)h, type);   /* takes a type reference */
+        PyObject_GC_Track(h);
+    }
+    else {
+        h = (MinloopHandle *)type->tp_alloc(type, 0);   /* zeroed, tracked */
+        if (h == NULL)
+            return NULL;
+    }
+    /* Cython assumes object fields are never NULL. */
+    Py_INCREF(Py_None); h->_args = Py_None;
+    Py_INCREF(Py_None); h->_callback = Py_None;
+    Py_INCREF(Py_False); h->_cancelled = Py_False;
+    Py_INCREF(Py_None); h->_context = Py_None;
+    Py_INCREF(Py_None); h->_loop = Py_None;
+    Py_INCREF(Py_None); h->_repr = Py_None;
+    Py_INCREF(Py_None); h->_source_traceback = Py_None;
+    h->_heap_pos = -1;
+    return (PyObject *)h;
+}
+
+static int
+handle_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    MinloopHandle *h = (MinloopHandle *)self;
+    /* Instances of heap types own a reference to their type. */
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(h->_args);
+    Py_VISIT(h->_callback);
+    Py_VISIT(h->_cancelled);
+    Py_VISIT(h->_context);
+    Py_VISIT(h->_loop);
+    Py_VISIT(h->_repr);
+    Py_VISIT(h->_source_traceback);
+    Py_VISIT(h->_scheduled_slot);
+    Py_VISIT(h->_when_slot);
+    return 0;
+}
+
+/* Sets `*field` to None (not NULL: Cython code reads these fields). */
+static inline void
+set_none(PyObject **field)
+{
+    PyObject *old = *field;
+    Py_INCREF(Py_None);
+    *field = Py_None;
+    Py_XDECREF(old);
+}
+
+static int
+handle_clear(PyObject *self)
+{
+    MinloopHandle *h = (MinloopHandle *)self;
+    set_none(&h->_args);
+    set_none(&h->_callback);
+    set_none(&h->_context);
+    set_none(&h->_loop);
+    set_none(&h->_repr);
+    set_none(&h->_source_traceback);
+    Py_CLEAR(h->_scheduled_slot);
+    Py_CLEAR(h->_when_slot);
+    return 0;
+}
+
+static void
+handle_dealloc(PyObject *self)
+{
+    MinloopHandle *h = (MinloopHandle *)self;
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject **weakrefs = (PyObject **)((char *)self + type->tp_weaklistoffset);
+
+    PyObject_GC_UnTrack(self);   /* a no-op if the loop untracked it */
+    /* Before the handle can return to the free list, so that no weak
+     * reference to the dead handle finds its next life. */
+    if (*weakrefs != NULL)
+        PyObject_ClearWeakRefs(self);
+    Py_CLEAR(h->_args);
+    Py_CLEAR(h->_callback);
+    Py_CLEAR(h->_cancelled);
+    Py_CLEAR(h->_context);
+    Py_CLEAR(h->_loop);
+    Py_CLEAR(h->_repr);
+    Py_CLEAR(h->_source_traceback);
+    Py_CLEAR(h->_scheduled_slot);
+    Py_CLEAR(h->_when_slot);
+    if (free_count < FREE_LIST_SIZE && recyclable(type))
+        free_list[free_count++] = self;
+    else
+        type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot handle_slots[] = {
+    {Py_tp_new, handle_new},
+    {Py_tp_traverse, handle_traverse},
+    {Py_tp_clear, handle_clear},
+    {Py_tp_dealloc, handle_dealloc},
+    {0, NULL},
+};
+
+/* ---- the layout check ---------------------------------------------------- */
+
+/* asyncio's slots and where handle_bases.h keeps them.  CPython lays
+ * __slots__ out sorted by name, but that is its choice, not a promise:
+ * each offset is checked against asyncio's member descriptor at import. */
+static const struct {
+    const char *cls;
+    const char *name;
+    Py_ssize_t offset;
+} asyncio_slots[] = {
+    {"Handle", "_args", offsetof(MinloopHandle, _args)},
+    {"Handle", "_callback", offsetof(MinloopHandle, _callback)},
+    {"Handle", "_cancelled", offsetof(MinloopHandle, _cancelled)},
+    {"Handle", "_context", offsetof(MinloopHandle, _context)},
+    {"Handle", "_loop", offsetof(MinloopHandle, _loop)},
+    {"Handle", "_repr", offsetof(MinloopHandle, _repr)},
+    {"Handle", "_source_traceback", offsetof(MinloopHandle, _source_traceback)},
+    {"TimerHandle", "_scheduled", offsetof(MinloopHandle, _scheduled_slot)},
+    {"TimerHandle", "_when", offsetof(MinloopHandle, _when_slot)},
+};
+
+static int
+layout_error(const char *what)
+{
+    PyErr_Format(PyExc_ImportError,
+                 "asyncio's Handle/TimerHandle do not have the layout minloop "
+                 "was built for (%s)", what);
+    return -1;
+}
+
+static int
+check_layout(PyTypeObject *handle, PyTypeObject *timer)
+{
+    size_t i;
+#if MINLOOP_MANAGED_WEAKREF
+    if (!PyType_HasFeature(handle, Py_TPFLAGS_MANAGED_WEAKREF))
+        return layout_error("weak references not managed");
+#else
+    if (handle->tp_weaklistoffset != offsetof(MinloopHandle, _weakreflist))
+        return layout_error("__weakref__");
+#endif
+    if (handle->tp_basicsize != offsetof(MinloopHandle, _scheduled_slot) ||
+            timer->tp_basicsize != offsetof(MinloopHandle, _when))
+        return layout_error("size");
+    if (handle->tp_itemsize != 0 || timer->tp_itemsize != 0)
+        return layout_error("item size");
+    for (i = 0; i < sizeof(asyncio_slots) / sizeof(asyncio_slots[0]); i++) {
+        PyTypeObject *cls = asyncio_slots[i].cls[0] == 'H' ? handle : timer;
+        PyObject *descr = PyDict_GetItemString(cls->tp_dict, asyncio_slots[i].name);
+        PyMemberDef *member;
+        if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type)
+            return layout_error(asyncio_slots[i].name);
+        member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || member->offset != asyncio_slots[i].offset)
+            return layout_error(asyncio_slots[i].name);
+    }
+    return 0;
+}
+
+/* ---- the module ---------------------------------------------------------- */
+
+/* Adds minloop._handle_bases.<name>, a heap type over `base`. */
+static int
+add_type(PyObject *module, const char *name, PyObject *base)
+{
+    char qualname[64];
+    PyType_Spec spec = {
+        .name = qualname,
+        .basicsize = (int)sizeof(MinloopHandle),
+        .itemsize = 0,
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+        .slots = handle_slots,
+    };
+    PyObject *type;
+    int rc;
+
+    /* libc's snprintf, as in transport_bases.c (auditwheel's libc check). */
+    snprintf(qualname, sizeof(qualname), "minloop._handle_bases.%s", name);
+    type = PyType_FromSpecWithBases(&spec, base);
+    if (type == NULL)
+        return -1;
+    rc = PyModule_AddObject(module, name, type);
+    if (rc < 0)
+        Py_DECREF(type);
+    return rc;
+}
+
+static int
+exec_module(PyObject *module)
+{
+    PyObject *events = PyImport_ImportModule("asyncio.events");
+    PyObject *handle = NULL, *timer = NULL;
+    int rc = -1;
+
+    if (events == NULL)
+        return -1;
+    handle = PyObject_GetAttrString(events, "Handle");
+    timer = PyObject_GetAttrString(events, "TimerHandle");
+    if (handle == NULL || timer == NULL)
+        goto done;
+    if (!PyType_Check(handle) || !PyType_Check(timer) ||
+            !PyType_IsSubtype((PyTypeObject *)timer, (PyTypeObject *)handle)) {
+        layout_error("not classes");
+        goto done;
+    }
+    if (check_layout((PyTypeObject *)handle, (PyTypeObject *)timer) < 0)
+        goto done;
+    if (add_type(module, "HandleBase", handle) < 0 ||
+            add_type(module, "TimerHandleBase", timer) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(handle);
+    Py_XDECREF(timer);
+    Py_DECREF(events);
+    return rc;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "minloop._handle_bases",
+    .m_doc = "C types extending asyncio's Handle and TimerHandle (see handle_bases.c).",
+    .m_size = 0,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__handle_bases(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

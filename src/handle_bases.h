@@ -1,0 +1,83 @@
+/* The C layout of minloop's Handle and TimerHandle (see handle_bases.c).
+ *
+ * Both types extend asyncio's classes (Handle extends asyncio.Handle,
+ * TimerHandle asyncio.TimerHandle), so their instances start with
+ * asyncio.TimerHandle's layout: asyncio's __slots__, which CPython places
+ * sorted by name, then TimerHandle's two.  Those slots are our storage,
+ * each holding what asyncio keeps there (an object or NULL, never a C
+ * number), so asyncio's own member descriptors stay safe to read on our
+ * instances.  Our C fields follow.  Handle and TimerHandle have this one
+ * layout (a plain handle leaves the timer fields unused) so that they share
+ * one free list, and the loop reads either through the same struct. */
+#ifndef MINLOOP_HANDLE_BASES_H
+#define MINLOOP_HANDLE_BASES_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#include "py_compat.h"
+#include "timer_heap.h"
+
+typedef struct {
+    PyObject_HEAD
+    /* asyncio.Handle's __slots__, in CPython's order.  Never NULL while the
+     * handle is alive (None when unset), as Cython code assumes. */
+    PyObject *_args;               /* tuple, or None once cancelled */
+    PyObject *_callback;           /* None once cancelled */
+    PyObject *_cancelled;          /* Py_True or Py_False */
+    PyObject *_context;            /* a contextvars.Context (see handles.pyx) */
+    PyObject *_loop;
+    PyObject *_repr;               /* frozen by cancel() in debug mode */
+    PyObject *_source_traceback;   /* None unless made in debug mode */
+#if !MINLOOP_MANAGED_WEAKREF
+    PyObject *_weakreflist;        /* __weakref__, inline up to 3.11 */
+#endif
+    /* asyncio.TimerHandle's __slots__: left NULL (ours are computed from the
+     * C fields below, by properties that shadow asyncio's descriptors). */
+    PyObject *_scheduled_slot;
+    PyObject *_when_slot;
+    /* ---- ours ---- */
+    double _when;                  /* TimerHandle: the deadline */
+    /* Position in the owning loop's heap (kept there by the heap), -1 once
+     * the timer has left it (and always, for a plain Handle); the heap holds
+     * one reference meanwhile. */
+    Py_ssize_t _heap_pos;
+    timer_heap *_heap;
+    /* How many of the loop's C containers (ready ring, timer heap, fd table,
+     * released rings) hold this handle; while any does, the handle is not
+     * tracked by the cycle collector (see handles.pxd). */
+    uint32_t _queued;
+    /* The low 30 bits of the loop's traverse epoch in which the handle was
+     * last reported: read and written only by handle_gc_seen(). */
+    uint32_t _gc_epoch : 30;
+    /* The context is a snapshot shared with other handles (handles.pyx). */
+    uint32_t _context_shared : 1;
+    /* Made while the loop was in debug mode. */
+    uint32_t _debug : 1;
+} MinloopHandle;
+
+/* The same struct under a second name: Cython wants each extern class's
+ * struct named once (handles.pxd declares both bases). */
+typedef MinloopHandle MinloopTimerHandle;
+
+#define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 30) - 1)
+
+/* Whether `h` was already reported in the loop traverse numbered `epoch`;
+ * marks it reported otherwise.  Only the low 30 bits are stored, and they
+ * are compared as such: comparing the stored bits with the whole counter
+ * would never match once it passed 2^30, and every handle held twice would
+ * be reported twice, which lets the collector free what is still in use.
+ * A wrapped counter can at worst skip a handle once (kept alive one more
+ * collection), never report it twice. */
+static inline int
+minloop_handle_gc_seen(void *handle, unsigned long epoch)
+{
+    MinloopHandle *h = (MinloopHandle *)handle;
+    uint32_t e = (uint32_t)(epoch & MINLOOP_HANDLE_EPOCH_MASK);
+    if (h->_gc_epoch == e)
+        return 1;
+    h->_gc_epoch = e;
+    return 0;
+}
+
+#endif /* MINLOOP_HANDLE_BASES_H */
