@@ -286,7 +286,10 @@ cdef class LoopCore:
         """Queue `handle` from the loop's thread (or a loop not running)."""
         Py_INCREF(handle)
         handle_enqueued(handle)
-        return self._check_push(handle, ring_push(&self._ready, <void *>handle))
+        cdef int rc = ring_push(&self._ready, <void *>handle)
+        if rc < 0:
+            self._check_push(handle, rc)
+        return 0
 
     cdef int _check_push(self, Handle handle, int rc) except -1:
         """A push's result: on failure, give back what was taken, and raise."""
@@ -353,7 +356,7 @@ cdef class LoopCore:
             # this write, so that it never reaches a closed fd's number.
             wakeup_signal(&self._wakeup)
             ring_woken(&self._ready)
-        else:
+        elif rc < 0:
             self._check_push(handle, rc)
         return handle
 
@@ -506,6 +509,7 @@ cdef class LoopCore:
 
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
+        cdef int rc
         cdef double when, end_time
         cdef size_t ntodo, i
         cdef void *item
@@ -555,7 +559,9 @@ cdef class LoopCore:
                     break
                 heap_pop(&self._timers)
                 # The heap's reference and bookkeeping pass to the ring.
-                self._check_push(<Handle>item, ring_push(&self._ready, item))
+                rc = ring_push(&self._ready, item)
+                if rc < 0:
+                    self._check_push(<Handle>item, rc)
 
         # This is the only place where callbacks are actually *called*.
         # All other places just add them to ready.  We run all currently
