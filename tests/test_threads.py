@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -708,3 +709,54 @@ def test_callback_running_an_iteration_itself(loop_kind, loop, minloop_only):
     loop._run_once()
     assert ran == [1, 2]
     assert loop._ready_count() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_wakes_its_loop_from_its_own_thread(loop):
+    """fork() while 4 threads push into the loop: in the child (their pushes
+    gone, the ring's lock reset), a thread of the child wakes the inherited
+    loop from an infinite wait, and the callbacks queued at fork() run once."""
+    stop_pushing = threading.Event()
+    ran = []
+
+    def producer():
+        while not stop_pushing.is_set():
+            loop.call_soon_threadsafe(ran.append, 1)
+            time.sleep(0)
+
+    threads = [threading.Thread(target=producer) for _ in range(4)]
+    _start_all(threads)
+    try:
+        time.sleep(0.01)
+        with warnings.catch_warnings():
+            # 3.12+: "This process is multi-threaded, use of fork() may lead
+            # to deadlocks in the child" -- the point of this test.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:   # child: only this thread exists
+            code = 1
+            try:
+                signal.alarm(10)          # never outlive a broken test
+                queued = (loop._ready_count() if hasattr(loop, "_ready_count")
+                          else len(loop._ready))
+                ran.clear()
+                woke = []
+
+                def poke():
+                    time.sleep(0.05)      # the loop is asleep by now
+                    loop.call_soon_threadsafe(lambda: (woke.append(1), loop.stop()))
+
+                def start():
+                    threading.Thread(target=poke).start()
+
+                loop.call_soon(start)
+                loop.run_forever()        # nothing else scheduled: only poke() ends it
+                code = 0 if woke == [1] and len(ran) == queued else 2
+                loop.close()
+            finally:
+                os._exit(code)
+    finally:
+        stop_pushing.set()
+        _join_all(threads)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
