@@ -24,9 +24,36 @@ cdef extern from "ready_ring.h" nogil:
     void ring_init(ready_ring *r)
     void ring_free(ready_ring *r)
     int ring_push(ready_ring *r, void *item)
+    int ring_push_wake(ready_ring *r, void *item)
+    int ring_wake_begin(ready_ring *r)
+    void ring_woken(ready_ring *r)
     void *ring_pop(ready_ring *r)
     size_t ring_len(const ready_ring *r)
+    int ring_sleep(ready_ring *r)
+    void ring_awake(ready_ring *r)
+    void ring_after_fork(ready_ring *r)
+    unsigned long ring_wakeups(ready_ring *r)
     void *ring_at(const ready_ring *r, size_t i)
+
+# Not nogil: on a free-threaded build it detaches from the interpreter while
+# it waits, so it needs the interpreter attached (Cython refuses a call to
+# it inside `with nogil`).
+cdef extern from "ready_ring.h":
+    void ring_close(ready_ring *r)
+
+
+# Flags the loop's thread writes and other threads read (docs/threading.md,
+# item 12): relaxed atomics where threads run at once, plain accesses with
+# the GIL.  XT_GUARD_THREADS: 1 on a free-threaded build.
+cdef extern from "cross_thread.h" nogil:
+    enum:
+        XT_GUARD_THREADS
+    bint xt_load_int(const bint *p)
+    void xt_store_int(bint *p, bint v)
+    bint xt_load_int_acquire(const bint *p)
+    void xt_store_int_release(bint *p, bint v)
+    unsigned long xt_load_ulong(const unsigned long *p)
+    void xt_store_ulong(unsigned long *p, unsigned long v)
 
 
 cdef extern from "poller.h" nogil:

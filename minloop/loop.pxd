@@ -35,9 +35,9 @@ cdef class LoopCore:
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
         bint _forked
-        # Wake-up writes made by call_soon_threadsafe, and interest
-        # changes made in the poller (both for tests).
-        readonly unsigned long _wakeups_sent
+        # Interest changes made in the poller (for tests; the wake-up
+        # writes made by call_soon_threadsafe are counted by the ready ring,
+        # the property _wakeups_sent).
         readonly unsigned long _poller_changes
         # Events the poller reported for fds other than the wake-up fd.
         readonly unsigned long _fd_events
@@ -48,14 +48,17 @@ cdef class LoopCore:
         # until the first read; see lifecycle.read_buffer).
         char *_read_buffer
 
+        # _closed, _running and _thread_ident are read by other threads
+        # (call_soon_threadsafe, is_running, the thread check): written and
+        # read there through xt_store_*/xt_load_* (cross_thread.h), plain
+        # elsewhere on the loop's thread.  Whether the consumer sleeps (and
+        # so whether a producer must write to the wake-up fd) is the ready
+        # ring's own flag, tested and set under its lock.
         readonly bint _closed
         public bint _stopping
         bint _running
         public bint _debug
         public object _task_factory
-        # True while the loop thread is (about to be) blocked in the poller;
-        # only then does call_soon_threadsafe() write to the wake-up fd.
-        bint _polling
         unsigned long _thread_ident
         double _clock_resolution
         public double slow_callback_duration
@@ -64,6 +67,7 @@ cdef class LoopCore:
     cdef int _check_thread_fast(self) except -1
     cdef int _check_callback_fast(self, object callback, str method) except -1
     cdef int _push_ready(self, Handle handle) except -1
+    cdef int _check_push(self, Handle handle, int rc) except -1
     cdef int _run_iteration(self) except -1
     cdef int _poll(self, int64_t timeout_ns) except -1
     cdef int _run_ready(self, Handle handle) except -1

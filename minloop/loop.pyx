@@ -99,8 +99,11 @@ cdef inline _raise_errno(int neg_errno):
 
 
 cdef inline int _check_open(LoopCore loop) except -1:
-    # Inline, not a method: call_soon and call_at check on every call.
-    if loop._closed:
+    # Inline, not a method: call_soon and call_at check on every call.  Other
+    # threads call it too (call_soon_threadsafe): an atomic read.  It is only
+    # the early, cheap answer; the ready ring refuses a push once close()
+    # has begun, so a push racing with close() fails there (_check_push).
+    if xt_load_int(&loop._closed):
         raise RuntimeError('Event loop is closed')
     return 0
 
@@ -202,7 +205,11 @@ cdef class LoopCore:
         _check_open(self)
 
     cdef int _check_thread_fast(self) except -1:
-        if self._running and PyThread_get_thread_ident() != self._thread_ident:
+        # From any thread: the acquire load of _running pairs with the
+        # release store in run_forever(), so a thread that sees the loop
+        # running sees the ident of the thread that runs it.
+        if (xt_load_int_acquire(&self._running) and
+                PyThread_get_thread_ident() != xt_load_ulong(&self._thread_ident)):
             raise RuntimeError(
                 "Non-thread-safe operation invoked on an event loop other "
                 "than the current one")
@@ -224,7 +231,7 @@ cdef class LoopCore:
         self._check_callback_fast(callback, method)
 
     def _check_running(self):
-        if self._running:
+        if xt_load_int(&self._running):
             raise RuntimeError('This event loop is already running')
         if _aio_events._get_running_loop() is not None:
             raise RuntimeError(
@@ -237,25 +244,29 @@ cdef class LoopCore:
         """Return the loop's clock: time.monotonic(), same origin."""
         return monotonic_now()
 
+    # is_running(), is_closed(), _thread_id: any thread (docs/threading.md).
+
     def is_running(self):
-        return self._running
+        return xt_load_int(&self._running)
 
     def is_closed(self):
-        return self._closed
+        return xt_load_int(&self._closed)
 
     def get_debug(self):
         return self._debug
 
     def set_debug(self, enabled):
         self._debug = bool(enabled)
-        if self._running:
+        if xt_load_int(&self._running):
             self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
                                       self._debug)
 
     @property
     def _thread_id(self):
         """asyncio's attribute: the running thread's ident, or None."""
-        return self._thread_ident if self._running else None
+        if xt_load_int_acquire(&self._running):
+            return xt_load_ulong(&self._thread_ident)
+        return None
 
     def stop(self):
         """Stop running the event loop.
@@ -268,12 +279,39 @@ cdef class LoopCore:
     # ------------------------------------------------------------------
     # Scheduling
 
+    # The ready ring's reference and the handle's bookkeeping (_queued, and
+    # untracking it from the collector: see Handle._queued) are taken
+    # *before* the push.  Once pushed, the loop's thread may pop, run and
+    # release the handle at once (another thread's push, on a free-threaded
+    # build), so nothing may be left to do to it afterwards.
+
     cdef int _push_ready(self, Handle handle) except -1:
-        if ring_push(&self._ready, <void *>handle) < 0:
-            raise MemoryError()
+        """Queue `handle` from the loop's thread (or a loop not running)."""
         Py_INCREF(handle)
         handle_enqueued(handle)
+        cdef int rc = ring_push(&self._ready, <void *>handle)
+        if rc < 0:
+            self._check_push(handle, rc)
         return 0
+
+    cdef int _check_push(self, Handle handle, int rc) except -1:
+        """A push's result: on failure, give back what was taken, and raise."""
+        if rc >= 0:
+            return 0
+        handle_dequeued(handle)
+        # The ring's reference: the caller's own keeps the handle alive,
+        # except for a due timer, whose reference was the heap's (it dies
+        # here, and nothing below touches it).
+        Py_DECREF(handle)
+        if rc == -2:
+            # close() has begun since _check_open() looked.
+            raise RuntimeError('Event loop is closed')
+        raise MemoryError()
+
+    @property
+    def _wakeups_sent(self):
+        """Wake-up writes made by call_soon_threadsafe (for tests)."""
+        return ring_wakeups(&self._ready)
 
     def _add_callback(self, Handle handle):
         """Queue an existing handle (signal handlers are re-queued so)."""
@@ -308,19 +346,30 @@ cdef class LoopCore:
         if self._debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
         cdef Handle handle = new_handle(callback, args, self, context, self._debug)
-        # The GIL serialises this push with the loop thread.  Waking the
-        # loop costs a syscall, so it is done only when the loop is (about
-        # to be) blocked in the poller, and only once per sleep.
-        self._push_ready(handle)
-        if self._polling:
-            self._polling = False
-            self._wakeups_sent += 1
+        cdef int rc
+        # Waking the loop costs a syscall, so it is done only when the loop
+        # is (about to be) blocked in the poller, and once per sleep: the
+        # ring tells, under its lock, whether this push found it asleep
+        # (src/ready_ring.h).  See _push_ready for the order.
+        Py_INCREF(handle)
+        handle_enqueued(handle)
+        rc = ring_push_wake(&self._ready, <void *>handle)
+        if rc == 1:
+            # No Python code from here to ring_woken(): close() waits for
+            # this write, so that it never reaches a closed fd's number.
             wakeup_signal(&self._wakeup)
+            ring_woken(&self._ready)
+        elif rc < 0:
+            self._check_push(handle, rc)
         return handle
 
     def _write_to_self(self):
         """Wake the loop up (asyncio's private name, used by some libraries)."""
-        wakeup_signal(&self._wakeup)
+        # Bracketed as call_soon_threadsafe's wake-up, for close()'s sake; a
+        # closed loop has nothing to wake (asyncio's does nothing either).
+        if ring_wake_begin(&self._ready):
+            wakeup_signal(&self._wakeup)
+            ring_woken(&self._ready)
 
     def call_later(self, delay, callback, *args, context=None):
         """Arrange for a callback to be called after `delay` seconds."""
@@ -432,8 +481,10 @@ cdef class LoopCore:
         self._set_coroutine_origin_tracking(self._debug)
         old_agen_hooks = _get_asyncgen_hooks()
         try:
-            self._thread_ident = PyThread_get_thread_ident()
-            self._running = True
+            # The ident first: _check_thread_fast() reads it in other
+            # threads once it sees _running (release/acquire).
+            xt_store_ulong(&self._thread_ident, PyThread_get_thread_ident())
+            xt_store_int_release(&self._running, True)
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
             # Through the module on every run, as asyncio's loop does, not
@@ -447,7 +498,7 @@ cdef class LoopCore:
                     break
         finally:
             self._stopping = False
-            self._running = False
+            xt_store_int(&self._running, False)
             # Between runs the program may drop what it holds: keep nothing.
             self._drop_released(&self._released[0])
             self._drop_released(&self._released[1])
@@ -461,6 +512,7 @@ cdef class LoopCore:
 
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
+        cdef int rc
         cdef double when, end_time
         cdef size_t ntodo, i
         cdef void *item
@@ -509,18 +561,24 @@ cdef class LoopCore:
                 if item == NULL or when >= end_time:
                     break
                 heap_pop(&self._timers)
-                if ring_push(&self._ready, item) < 0:
-                    handle_dequeued(<Handle>item)
-                    Py_DECREF(<object>item)
-                    raise MemoryError()
+                # The heap's reference and bookkeeping pass to the ring.
+                rc = ring_push(&self._ready, item)
+                if rc < 0:
+                    self._check_push(<Handle>item, rc)
 
         # This is the only place where callbacks are actually *called*.
         # All other places just add them to ready.  We run all currently
         # scheduled callbacks, but not any callbacks scheduled by callbacks
         # run this time around -- they will be run the next time.
+        # Other threads only ever add to the ring, so the ntodo oldest are
+        # there to pop -- unless a callback ran an iteration itself
+        # (loop._run_once()) or emptied the ring (asyncio's deque would
+        # raise IndexError there).
         ntodo = ring_len(&self._ready)
         for i in range(ntodo):
             item = ring_pop(&self._ready)
+            if item == NULL:
+                break
             handle = <Handle>item
             Py_DECREF(handle)   # the ring's reference; `handle` holds its own
             # Leaving the ring, the handle stays untracked through its run
@@ -597,14 +655,22 @@ cdef class LoopCore:
 
     cdef int _poll(self, int64_t timeout_ns) except -1:
         cdef int n, i, fd, events, mask
+        cdef bint sleeping = False
         cdef Handle handle
         if self._forked:
             self._reopen_after_fork()
         if timeout_ns != 0:
-            self._polling = True
+            # From here until ring_awake(), a push from another thread
+            # writes to the wake-up fd.  A push since _run_iteration looked
+            # at the ring (which chose this timeout) makes ring_sleep() say
+            # 0: then we must not block.
+            sleeping = ring_sleep(&self._ready)
+            if not sleeping:
+                timeout_ns = 0
         with nogil:
             n = poller_wait(&self._poller, self._events, timeout_ns)
-        self._polling = False
+        if sleeping:
+            ring_awake(&self._ready)
         if n < 0:
             if n == -EINTR:
                 # Run Python-level signal handlers now (KeyboardInterrupt
@@ -975,7 +1041,13 @@ cdef class LoopCore:
 
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
-        self._closed = True
+        xt_store_int(&self._closed, True)
+        # Other threads may still be pushing: from here on the ring refuses
+        # them (RuntimeError('Event loop is closed')), and once ring_close()
+        # returns no thread is about to write to the wake-up fd, which is
+        # closed below.  A push that landed before it is dropped with the
+        # rest, as asyncio's close() clears its ready queue.
+        ring_close(&self._ready)
         forget_context_snapshot()
         self._clear_ready()
         self._clear_timers()
@@ -999,6 +1071,11 @@ def _after_fork_in_child():
     cdef LoopCore loop
     for obj in list(_live_loops):
         loop = <LoopCore>obj
+        # Closed loops too: their rings' locks are taken again when they are
+        # freed, and another thread of the parent may have held one at fork().
+        ring_after_fork(&loop._ready)
+        ring_after_fork(&loop._released[0])
+        ring_after_fork(&loop._released[1])
         if not loop._closed:
             loop._forked = True
 

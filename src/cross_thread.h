@@ -31,6 +31,9 @@ typedef struct { pthread_mutex_t m; } xt_mutex;
 static inline void xt_init(xt_mutex *l) { pthread_mutex_init(&l->m, NULL); }
 static inline void xt_lock(xt_mutex *l) { pthread_mutex_lock(&l->m); }
 static inline void xt_unlock(xt_mutex *l) { pthread_mutex_unlock(&l->m); }
+/* Plain C threads have no interpreter to detach from. */
+#define XT_DETACH_BEGIN {
+#define XT_DETACH_END }
 
 #else
 #include <Python.h>
@@ -40,6 +43,14 @@ typedef struct { PyMutex m; } xt_mutex;
 static inline void xt_init(xt_mutex *l) { l->m = (PyMutex){0}; }
 static inline void xt_lock(xt_mutex *l) { PyMutex_Lock(&l->m); }
 static inline void xt_unlock(xt_mutex *l) { PyMutex_Unlock(&l->m); }
+/* Around a wait for another thread that may itself need the interpreter: a
+ * thread parked on a PyMutex re-attaches once it is handed the lock, and
+ * re-attaching blocks while a stop-the-world pause (a collection) is
+ * pending, which in turn waits for every attached thread to detach.  A
+ * waiter that spins attached would close that circle.  Only with the
+ * interpreter attached (never inside Cython's `with nogil`). */
+#define XT_DETACH_BEGIN { PyThreadState *xt_saved_ = PyEval_SaveThread();
+#define XT_DETACH_END PyEval_RestoreThread(xt_saved_); }
 #else
 /* The GIL is the lock. */
 typedef struct { char unused; } xt_mutex;
@@ -47,6 +58,9 @@ typedef struct { char unused; } xt_mutex;
 static inline void xt_init(xt_mutex *l) { (void)l; }
 static inline void xt_lock(xt_mutex *l) { (void)l; }
 static inline void xt_unlock(xt_mutex *l) { (void)l; }
+/* Nothing ever waits for another thread here (see ring_close()). */
+#define XT_DETACH_BEGIN {
+#define XT_DETACH_END }
 #endif
 #endif
 
@@ -56,9 +70,35 @@ static inline void xt_unlock(xt_mutex *l) { (void)l; }
 #if XT_LOCKED
 #define XT_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define XT_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define XT_LOAD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define XT_STORE_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 #else
 #define XT_LOAD(x) (x)
 #define XT_STORE(x, v) ((x) = (v))
+#define XT_LOAD_ACQUIRE(x) (x)
+#define XT_STORE_RELEASE(x, v) ((x) = (v))
+#endif
+
+/* The same for the loop's flags, as functions Cython can call with a
+ * field's address (docs/threading.md, item 12).  A Cython bint is a C int.
+ * Each compiles to one plain load or store on x86-64 and arm64 at these
+ * orderings (acquire/release: ldar/stlr on arm64). */
+static inline int xt_load_int(const int *p) { return XT_LOAD(*p); }
+static inline void xt_store_int(int *p, int v) { XT_STORE(*p, v); }
+static inline int xt_load_int_acquire(const int *p) { return XT_LOAD_ACQUIRE(*p); }
+static inline void xt_store_int_release(int *p, int v) { XT_STORE_RELEASE(*p, v); }
+static inline unsigned long xt_load_ulong(const unsigned long *p) { return XT_LOAD(*p); }
+static inline void xt_store_ulong(unsigned long *p, unsigned long v) { XT_STORE(*p, v); }
+
+/* 1 where threads really run at once (a free-threaded build): the loop's
+ * thread-only structures (timer heap, fd table) then refuse foreign threads
+ * even outside debug mode, since there a race corrupts C memory instead of
+ * Python objects' state.  0 with the GIL (asyncio's rule: check only in
+ * debug mode).  The pthread test build is not a Python build: 0. */
+#if defined(Py_GIL_DISABLED) && !defined(MINLOOP_XT_PTHREAD)
+#define XT_GUARD_THREADS 1
+#else
+#define XT_GUARD_THREADS 0
 #endif
 
 #endif

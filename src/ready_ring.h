@@ -26,8 +26,10 @@
  * fd number the process has since reused.  (Another thread's plain wake-up,
  * asyncio's _write_to_self(), brackets its write with ring_wake_begin() and
  * ring_woken() for the same reason.)  Between ring_push_wake() -> 1 and
- * ring_woken() the producer must run no Python code: ring_close() waits
- * for it attached to the interpreter, so it must not need the interpreter.
+ * ring_woken() the producer must run no Python code (it must not wait for
+ * anything ring_close()'s caller may hold); ring_close() waits for it
+ * detached from the interpreter, so it is called with the interpreter
+ * attached, never inside `with nogil`.
  *
  * Header-only so push/pop inline into the Cython hot path.
  */
@@ -209,7 +211,13 @@ static inline void ring_close(ready_ring *r)
     xt_unlock(&r->lock);
 #if XT_LOCKED
     /* A producer's window is one write(2) with no Python code in it.  The
-     * lock, not a bare load, orders its write before our caller's close. */
+     * lock, not a bare load, orders its write before our caller's close.
+     * Its ring_woken() may park on the lock, and a parked thread handed
+     * the lock re-attaches to the interpreter before it returns, which
+     * waits out a pending stop-the-world pause; that pause waits for every
+     * attached thread.  So we wait detached (cross_thread.h), or a
+     * collection started by a third thread would deadlock the three. */
+    XT_DETACH_BEGIN
     for (;;) {
         xt_lock(&r->lock);
         unsigned long waking = r->waking;
@@ -218,6 +226,7 @@ static inline void ring_close(ready_ring *r)
             break;
         sched_yield();
     }
+    XT_DETACH_END
 #endif
 }
 

@@ -2,11 +2,13 @@
 
 import asyncio
 import concurrent.futures
+import gc
 import os
 import signal
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -517,3 +519,244 @@ def test_signals_delivered_while_threads_hammer(loop):
         loop.remove_signal_handler(signal.SIGUSR1)
     assert handled == [threading.get_ident()] * n_signals   # on the loop's thread
     assert pushed[0] > 0
+
+
+# ----------------------------------------------------------------------
+# close() racing with producers, and wake-ups racing with the loop going to
+# sleep.  asyncio's rule for the first: close() drops whatever is queued, and
+# a call after it raises RuntimeError('Event loop is closed').  So each call
+# racing a close() must either be accepted (then run, or be dropped by that
+# close() and released) or raise that error -- never vanish into a closed
+# loop, never crash.
+
+CLOSED = "Event loop is closed"
+
+
+class _Token:
+    """A callback argument that reports its own release."""
+
+    __slots__ = ("__weakref__",)
+    released = None   # a list: one entry per released token
+
+    def __del__(self):
+        _Token.released.append(1)
+
+
+def _close_racing_producers(lp, n_threads, run_first):
+    """Run `lp` (or not), then close it while n_threads push into it; returns
+    (created, accepted, refused, ran, errors) after every producer is done."""
+    accepted = [0] * n_threads
+    refused = [0] * n_threads
+    ran = [0]
+    errors = []
+    start = threading.Barrier(n_threads + 1)
+
+    def cb(token):
+        ran[0] += 1
+
+    def producer(i):
+        start.wait()
+        k = 0
+        while True:
+            k += 1
+            if k % 8 == 0:
+                # Let the other threads (the closing one) in often, and keep
+                # the queue from growing without bound while the loop is not
+                # consuming.
+                time.sleep(0.0002 if k > 20_000 else 0)
+            try:
+                if k % 16 == 0:
+                    # asyncio's private wake-up, used by some libraries: it
+                    # races close() for the wake-up fd.
+                    lp._write_to_self()
+                lp.call_soon_threadsafe(cb, _Token())
+            except RuntimeError as exc:
+                if str(exc) == CLOSED:
+                    refused[i] += 1
+                else:
+                    errors.append(exc)
+                return
+            except BaseException as exc:   # reported below
+                errors.append(exc)
+                return
+            accepted[i] += 1
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
+    _start_all(threads)
+    start.wait()
+    if run_first:
+        # Let the loop consume (and sleep, and be woken) for a while.
+        lp.run_until_complete(asyncio.sleep(0.02))
+    # Callbacks pile up for close() to drop.
+    time.sleep(0.003)
+    lp.close()            # the producers are still pushing
+    _join_all(threads)
+    return sum(accepted), sum(refused), ran[0], errors
+
+
+@pytest.mark.parametrize("run_first", [True, False], ids=["ran", "never-ran"])
+def test_call_soon_threadsafe_racing_close_schedules_or_raises(loop_factory, loop_kind,
+                                                              run_first):
+    """12 threads push while the loop closes: each call is accepted (then run or
+    dropped by close() and released) or raises RuntimeError('Event loop is closed')."""
+    n_threads, rounds = 12, 5
+    _Token.released = released = []
+    try:
+        for _ in range(rounds):
+            released.clear()
+            lp = loop_factory()
+            lp.set_debug(False)
+            accepted, refused, ran, errors = _close_racing_producers(
+                lp, n_threads, run_first)
+            assert errors == []
+            assert refused == n_threads      # each thread stopped at the close
+            assert ran <= accepted
+            if loop_kind == "minloop":
+                # Stricter than asyncio, whose call can append to the ready
+                # deque just after close() cleared it (the callback is then
+                # held, never run, until the loop is freed): every accepted
+                # callback either ran or was dropped by close() -- released
+                # by now -- and nothing is queued in the closed loop.
+                gc.collect()
+                assert lp._ready_count() == 0
+                assert len(released) == accepted + refused
+            assert lp.is_closed()
+            with pytest.raises(RuntimeError, match=CLOSED):
+                lp.call_soon_threadsafe(int)
+            lp._write_to_self()    # nothing to wake, no error (asyncio's too)
+            del lp
+            gc.collect()
+            # Nothing leaked: every token ever created is released.
+            assert len(released) == accepted + refused
+    finally:
+        _Token.released = None
+
+
+def test_no_wakeup_lost_against_a_long_poll(loop):
+    """8 threads x 300 ping-pongs with a loop that would otherwise sleep 60 s.
+
+    Each producer pushes at a different moment relative to the loop going to
+    sleep (the window between the loop's look at its queue and its blocking
+    wait is the one a lost wake-up falls into); a lost wake-up leaves the
+    callback queued until the 60 s timer, and the producer's generous wait
+    fails.  No speed is asserted."""
+    n_threads, rounds = 8, 300
+    far = loop.call_later(60, lambda: None)   # the poll's timeout, were it lost
+    failures = []
+
+    def producer(i):
+        ev = threading.Event()
+        for r in range(rounds):
+            ev.clear()
+            loop.call_soon_threadsafe(ev.set)
+            if not ev.wait(10):
+                failures.append((i, r))
+                return
+            if r % 3 == 1:
+                time.sleep(0)       # vary the phase against the loop
+            elif r % 3 == 2:
+                time.sleep(0.0001)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
+
+    async def main():
+        _start_all(threads)
+        await loop.run_in_executor(None, _join_all, threads)
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 60))
+    finally:
+        far.cancel()
+    assert failures == []
+    if hasattr(loop, "_wakeups_sent"):
+        # minloop: the loop did sleep and was woken (the path under test).
+        assert loop._wakeups_sent > 0
+
+
+@pytest.mark.timeout(120)
+def test_no_wakeup_lost_with_nothing_scheduled(loop):
+    """The same with no timer at all (an infinite wait if a wake-up is lost):
+    one thread at a time, so the loop is certainly asleep or going to sleep."""
+    failures = []
+
+    def producer():
+        ev = threading.Event()
+        for r in range(1000):
+            ev.clear()
+            loop.call_soon_threadsafe(ev.set)
+            if not ev.wait(10):
+                failures.append(r)
+                break
+            if r & 1:
+                time.sleep(0)
+        loop.call_soon_threadsafe(loop.stop)
+
+    t = threading.Thread(target=producer)
+    loop.call_soon(t.start)
+    loop.run_forever()       # returns only if the last wake-up arrived too
+    t.join(10)
+    assert failures == []
+
+
+def test_callback_running_an_iteration_itself(loop_kind, loop, minloop_only):
+    """A callback that runs loop._run_once() empties the batch its caller is
+    running: the outer iteration stops there (asyncio's deque raises
+    IndexError; minloop popped a NULL and crashed) and each callback runs once."""
+    ran = []
+    loop.call_soon(loop._run_once)
+    loop.call_soon(ran.append, 1)
+    loop.call_soon(ran.append, 2)
+    loop._run_once()
+    assert ran == [1, 2]
+    assert loop._ready_count() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_wakes_its_loop_from_its_own_thread(loop):
+    """fork() while 4 threads push into the loop: in the child (their pushes
+    gone, the ring's lock reset), a thread of the child wakes the inherited
+    loop from an infinite wait, and the callbacks queued at fork() run once."""
+    stop_pushing = threading.Event()
+    ran = []
+
+    def producer():
+        while not stop_pushing.is_set():
+            loop.call_soon_threadsafe(ran.append, 1)
+            time.sleep(0)
+
+    threads = [threading.Thread(target=producer) for _ in range(4)]
+    _start_all(threads)
+    try:
+        time.sleep(0.01)
+        with warnings.catch_warnings():
+            # 3.12+: "This process is multi-threaded, use of fork() may lead
+            # to deadlocks in the child" -- the point of this test.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:   # child: only this thread exists
+            code = 1
+            try:
+                signal.alarm(10)          # never outlive a broken test
+                queued = (loop._ready_count() if hasattr(loop, "_ready_count")
+                          else len(loop._ready))
+                ran.clear()
+                woke = []
+
+                def poke():
+                    time.sleep(0.05)      # the loop is asleep by now
+                    loop.call_soon_threadsafe(lambda: (woke.append(1), loop.stop()))
+
+                def start():
+                    threading.Thread(target=poke).start()
+
+                loop.call_soon(start)
+                loop.run_forever()        # nothing else scheduled: only poke() ends it
+                code = 0 if woke == [1] and len(ran) == queued else 2
+                loop.close()
+            finally:
+                os._exit(code)
+    finally:
+        stop_pushing.set()
+        _join_all(threads)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
