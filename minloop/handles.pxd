@@ -15,7 +15,9 @@ cdef extern from "Python.h":
 cdef extern from "handle_bases.h":
     ctypedef class minloop._handle_bases.HandleBase [object MinloopHandle]:
         # asyncio's slots, with asyncio's meaning.
-        cdef tuple _args
+        # A tuple, or None once cancelled -- as we store it; see
+        # minloop_handle_check_slots() for why no code may rely on that.
+        cdef object _args
         cdef object _callback
         cdef object _cancelled      # True or False (test with `is True`)
         cdef object _context
@@ -32,7 +34,7 @@ cdef extern from "handle_bases.h":
 
     # The same fields: both types are read through one struct.
     ctypedef class minloop._handle_bases.TimerHandleBase [object MinloopTimerHandle]:
-        cdef tuple _args
+        cdef object _args
         cdef object _callback
         cdef object _cancelled
         cdef object _context
@@ -47,6 +49,9 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _debug
 
     bint minloop_handle_gc_seen(void *h, unsigned long epoch)
+    # Puts None back into any of asyncio's slots deleted through asyncio's
+    # own descriptors; call before reading them (handle_bases.h says why).
+    void minloop_handle_check_slots(void *h)
 
 
 # Siblings, not parent and child: CPython refuses a TimerHandle with both

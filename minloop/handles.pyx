@@ -20,6 +20,7 @@ from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
 from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_REFCNT
 
 from .includes cimport heap_remove
@@ -59,7 +60,7 @@ cdef object _extract_stack = _format_helpers.extract_stack
 cdef object _getframe = sys._getframe
 
 
-cdef str _format_callback(object callback, tuple args, bint debug):
+cdef str _format_callback(object callback, object args, bint debug):
     if _FORMAT_TAKES_DEBUG:
         return _format_callback_source(callback, args, debug=debug)
     return _format_callback_source(callback, args)
@@ -75,11 +76,13 @@ cdef str _format_callback(object callback, tuple args, bint debug):
 # AttributeError, before anything changes.
 
 cdef list _repr_info(Handle h):
+    minloop_handle_check_slots(<void *>h)
     info = [type(h).__name__]
     if h._cancelled is True:
         info.append('cancelled')
     if h._callback is not None:
         info.append(_format_callback(h._callback, h._args, h._debug))
+        minloop_handle_check_slots(<void *>h)   # reprs are user code
     if h._source_traceback:
         frame = h._source_traceback[-1]
         info.append(f'created at {frame[0]}:{frame[1]}')
@@ -88,6 +91,7 @@ cdef list _repr_info(Handle h):
 
 cdef object _own_context(Handle h):
     """The handle's own context, copied from the shared snapshot once."""
+    minloop_handle_check_slots(<void *>h)
     if h._context_shared:
         h._context = PyContext_Copy(h._context)
         h._context_shared = False
@@ -96,6 +100,7 @@ cdef object _own_context(Handle h):
 
 cdef int handle_cancel(Handle h) except -1:
     cdef Py_ssize_t pos = h._heap_pos
+    minloop_handle_check_slots(<void *>h)
     if h._cancelled is True:
         return 0
     if pos >= 0:
@@ -108,7 +113,9 @@ cdef int handle_cancel(Handle h) except -1:
         Py_DECREF(h)
     h._cancelled = True
     if h._debug:
-        h._repr = repr(h)
+        frozen = repr(h)
+        minloop_handle_check_slots(<void *>h)   # reprs are user code
+        h._repr = frozen
     # Drop the references at once, as asyncio does: a cancelled callback
     # must not keep its arguments alive until it is skipped.
     h._callback = None
@@ -119,6 +126,7 @@ cdef int handle_cancel(Handle h) except -1:
 cdef int handle_run(Handle h) except -1:
     cdef object snapshot = None
     cdef object context
+    minloop_handle_check_slots(<void *>h)
     if h._context_shared:
         # Run in a private copy (a callback's var.set() must not reach the
         # other handles sharing the snapshot).  It becomes the handle's own
@@ -130,7 +138,7 @@ cdef int handle_run(Handle h) except -1:
     else:
         context = h._context
     cdef object callback = h._callback
-    cdef tuple args = h._args
+    cdef object args = h._args
     try:
         PyContext_Enter(context)
     except Exception as exc:
@@ -139,8 +147,10 @@ cdef int handle_run(Handle h) except -1:
         _report(h, exc)
         return 0
     try:
-        if args:
-            callback(*args)
+        if not PyTuple_CheckExact(args):
+            callback(*args)   # not ours: see minloop_handle_check_slots()
+        elif PyTuple_GET_SIZE(args):
+            callback(*<tuple>args)
         else:
             callback()
     except BaseException as exc:
@@ -157,7 +167,9 @@ cdef int handle_run(Handle h) except -1:
 
 
 cdef _report(Handle h, exc):
+    minloop_handle_check_slots(<void *>h)
     cb = _format_callback(h._callback, h._args, h._debug)
+    minloop_handle_check_slots(<void *>h)   # reprs are user code
     context = {
         'message': f'Exception in callback {cb}',
         'exception': exc,
@@ -169,6 +181,8 @@ cdef _report(Handle h, exc):
 
 
 cdef inline bint _timers_equal(Handle a, Handle b) except -1:
+    minloop_handle_check_slots(<void *>a)
+    minloop_handle_check_slots(<void *>b)
     return (a._when == b._when and a._callback == b._callback and
             a._args == b._args and a._cancelled is b._cancelled)
 
@@ -204,6 +218,7 @@ cdef class Handle(HandleBase):
         return _repr_info(self)
 
     def __repr__(self):
+        minloop_handle_check_slots(<void *>self)
         if self._repr is not None:
             return self._repr
         return '<{}>'.format(' '.join(self._repr_info()))
@@ -223,10 +238,12 @@ cdef class Handle(HandleBase):
     # asyncio's slots, read-only.
     @property
     def _args(self):
+        minloop_handle_check_slots(<void *>self)
         return self._args
 
     @property
     def _callback(self):
+        minloop_handle_check_slots(<void *>self)
         return self._callback
 
     @property
@@ -239,14 +256,17 @@ cdef class Handle(HandleBase):
 
     @property
     def _loop(self):
+        minloop_handle_check_slots(<void *>self)
         return self._loop
 
     @property
     def _repr(self):
+        minloop_handle_check_slots(<void *>self)
         return self._repr
 
     @property
     def _source_traceback(self):
+        minloop_handle_check_slots(<void *>self)
         return self._source_traceback
 
 
@@ -263,6 +283,7 @@ cdef class TimerHandle(TimerHandleBase):
         return info
 
     def __repr__(self):
+        minloop_handle_check_slots(<void *>self)
         if self._repr is not None:
             return self._repr
         return '<{}>'.format(' '.join(self._repr_info()))
@@ -296,10 +317,12 @@ cdef class TimerHandle(TimerHandleBase):
     # asyncio's slots, read-only.
     @property
     def _args(self):
+        minloop_handle_check_slots(<void *>self)
         return self._args
 
     @property
     def _callback(self):
+        minloop_handle_check_slots(<void *>self)
         return self._callback
 
     @property
@@ -312,14 +335,17 @@ cdef class TimerHandle(TimerHandleBase):
 
     @property
     def _loop(self):
+        minloop_handle_check_slots(<void *>self)
         return self._loop
 
     @property
     def _repr(self):
+        minloop_handle_check_slots(<void *>self)
         return self._repr
 
     @property
     def _source_traceback(self):
+        minloop_handle_check_slots(<void *>self)
         return self._source_traceback
 
     @property

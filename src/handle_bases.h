@@ -80,4 +80,38 @@ minloop_handle_gc_seen(void *handle, unsigned long epoch)
     return 0;
 }
 
+/* asyncio's own member descriptors stay callable on our instances
+ * (`asyncio.Handle._callback.__delete__(h)`, `asyncio.Handle._args.__set__(h,
+ * 5)`): nothing in asyncio or minloop does that, but plain Python code can,
+ * and Cython code would then read NULL as an object.  So every function that
+ * reads the slots first puts None (False for _cancelled) back where one was
+ * deleted; `_args` is treated as any object (handles.pyx).  The fast path is
+ * the seven tests. */
+static void
+minloop_handle_refill_slots(MinloopHandle *h)
+{
+    PyObject **slots[] = {&h->_args, &h->_callback, &h->_context, &h->_loop,
+                          &h->_repr, &h->_source_traceback};
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+        if (*slots[i] == NULL) {
+            Py_INCREF(Py_None);
+            *slots[i] = Py_None;
+        }
+    }
+    if (h->_cancelled == NULL) {
+        Py_INCREF(Py_False);
+        h->_cancelled = Py_False;
+    }
+}
+
+static inline void
+minloop_handle_check_slots(void *handle)
+{
+    MinloopHandle *h = (MinloopHandle *)handle;
+    if (h->_args == NULL || h->_callback == NULL || h->_cancelled == NULL ||
+            h->_context == NULL || h->_loop == NULL || h->_repr == NULL ||
+            h->_source_traceback == NULL)
+        minloop_handle_refill_slots(h);
+}
+
 #endif /* MINLOOP_HANDLE_BASES_H */

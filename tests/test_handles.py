@@ -296,3 +296,46 @@ def test_handles_are_no_bigger_than_before(minloop_module):
         assert sys.getsizeof(h) <= (144 if sys.version_info < (3, 12) else 152)
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize('how', ['delete', 'set'])
+@pytest.mark.parametrize('schedule', ['call_soon', 'call_later'])
+def test_asyncio_s_slot_descriptors_cannot_crash_the_loop(loop, schedule, how):
+    # asyncio's member descriptors still apply to our handles (they are
+    # asyncio.Handle instances).  Deleting a slot through them, or setting
+    # it to an object of the wrong type, used to leave NULL or a non-tuple
+    # where the compiled code trusted an object (a segfault on the next run
+    # or repr).  Any exception is fine here, as on asyncio; a crash is not.
+    slots = [s for s in asyncio.Handle.__slots__ if s != '__weakref__']
+    errors = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    for slot in slots:
+        handle = getattr(loop, schedule)(*([0] if schedule == 'call_later' else []),
+                                         print, 'never printed')
+        descriptor = asyncio.Handle.__dict__[slot]
+        try:
+            if how == 'delete':
+                descriptor.__delete__(handle)
+            else:
+                descriptor.__set__(handle, 5)
+        except (AttributeError, TypeError):
+            pass
+        for use in (repr, lambda h: h.cancelled(), lambda h: h.get_context(),
+                    lambda h: getattr(h, slot), lambda h: h._run()):
+            try:
+                use(handle)
+            except Exception:
+                pass
+        try:
+            run_one_iteration(loop)
+        except Exception:
+            pass
+        try:
+            handle.cancel()
+        except Exception:
+            pass
+    try:
+        run_one_iteration(loop)   # asyncio's raises for a timer without _cancelled
+    except AttributeError:
+        pass
+    assert loop.call_soon(int).cancelled() is False
