@@ -48,7 +48,7 @@ extensions = [
     Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **common),
     Extension(
         "minloop.loop",
-        ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
+        ["minloop/loop.pyx", "src/fd_table.c", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
         **common,
     ),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),

@@ -45,7 +45,7 @@ from libc.string cimport memcmp, memcpy, memset, strlen
 
 from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
 from .flow_control cimport tell_protocol, water_marks
-from .loop cimport LoopCore
+from .loop cimport LoopCore, fd_watched
 from .fatal_error cimport report_fatal_error
 from .oserrors cimport os_error, would_block
 
@@ -238,12 +238,9 @@ cdef class DatagramTransport(DatagramTransportBase):
     def _polling(self, int which):
         """True if the loop watches our fd for `which` (POLLER_READ/WRITE)."""
         cdef LoopCore loop = self._loop
-        cdef int fd = self._sock_fd
-        if loop is None or fd < 0 or fd >= loop._fds_size:
+        if loop is None:
             return False
-        if which == POLLER_READ:
-            return loop._fds[fd].reader != NULL
-        return loop._fds[fd].writer != NULL
+        return fd_watched(loop, self._sock_fd, which)
 
     # ------------------------------------------------------------------
     # BaseTransport / _SelectorTransport
@@ -464,7 +461,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                     or self._paused or loop._debug or loop._stopping
                     or ring_len(&loop._ready) != 0
                     or loop._timers.next_seq != timers_pushed
-                    or fd >= loop._fds_size or loop._fds[fd].reader == NULL):
+                    or not fd_watched(loop, fd, POLLER_READ)):
                 return
             if count == 1:
                 if self._probe_skips:

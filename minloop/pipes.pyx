@@ -40,7 +40,7 @@ from libc.errno cimport errno, EINTR, EIO
 
 from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
 from .flow_control cimport tell_protocol, water_marks
-from .loop cimport LoopCore
+from .loop cimport LoopCore, fd_watched
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
@@ -82,15 +82,6 @@ cdef inline bint _would_block(int err) noexcept:
     return would_block(err) or err == EINTR
 
 
-cdef inline bint _watching(LoopCore core, int fd, int which) noexcept:
-    """fd has a reader (or writer) in core's fd table."""
-    if core._closed or fd < 0 or fd >= core._fds_size:
-        return False
-    if which == POLLER_READ:
-        return core._fds[fd].reader != NULL
-    return core._fds[fd].writer != NULL
-
-
 cdef int _check_loop_open(LoopCore core) except -1:
     # Checked before the pipe is touched (made non-blocking, owned): asyncio
     # fails later, at call_soon(), and its half-made transport then closes
@@ -111,7 +102,7 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
         info.append('closing')
     info.append(f'fd={fd}')
     if pipe is not None and not core._closed:
-        info.append('polling' if _watching(core, fd, which) else 'idle')
+        info.append('polling' if fd_watched(core, fd, which) else 'idle')
         if bufsize is not None:
             info.append(f'bufsize={bufsize}')
     elif pipe is not None:

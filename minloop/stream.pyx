@@ -39,7 +39,7 @@ from libc.string cimport memset
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg)
 from .flow_control cimport tell_protocol, water_marks
-from .loop cimport LoopCore
+from .loop cimport LoopCore, fd_watched
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
@@ -273,12 +273,7 @@ cdef class SocketTransport(StreamTransportBase):
         return '<{}>'.format(' '.join(info))
 
     cdef bint _watching(self, int which):
-        cdef int fd = self._sock_fd
-        if fd < 0 or fd >= self._core._fds_size:
-            return False
-        if which == POLLER_READ:
-            return self._core._fds[fd].reader != NULL
-        return self._core._fds[fd].writer != NULL
+        return fd_watched(self._core, self._sock_fd, which)
 
     def __del__(self):
         if self._sock is not None:
