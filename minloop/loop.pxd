@@ -1,7 +1,7 @@
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
-                        fd_table, fdt_get)
+                        fd_table, fdt_get, ring_len, POLLER_READ)
 from .handles cimport Handle, TimerHandle
 
 
@@ -85,3 +85,23 @@ cdef inline bint fd_watched(LoopCore core, int fd, int which) noexcept:
     (POLLER_WRITE) for fd.  Any fd may be asked (-1: False); a closed loop
     watches nothing.  core must not be None."""
     return fdt_get(&core._fd_table, fd, which) != NULL
+
+
+# Reading on after an event, as if it were the next one (datagram.pyx's
+# _read_ready says why).
+
+cdef inline unsigned long long timers_scheduled(LoopCore core) noexcept:
+    """How many timers core has ever scheduled: compare two answers."""
+    return core._timers.next_seq
+
+
+cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
+                                               unsigned long long timers_seen) noexcept:
+    """Nothing can run on core before fd's reader would run again: no
+    callback is ready, no timer was scheduled since timers_scheduled() said
+    `timers_seen` (a call_later(0) would be due first), the loop is not
+    stopping, nor in debug mode (where asyncio times each wake-up as a
+    callback of its own), and fd still has its reader."""
+    if core._debug or core._stopping or ring_len(&core._ready) != 0:
+        return False
+    return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)
