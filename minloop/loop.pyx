@@ -25,7 +25,7 @@ from asyncio import tasks as _aio_tasks
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
-from libc.errno cimport EINTR
+from libc.errno cimport EINTR, ENOMEM
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
@@ -662,9 +662,11 @@ cdef class LoopCore:
         table is left as it was.
         """
         cdef void *old = NULL
-        cdef int rc
-        if fdt_reserve(&self._fd_table, fd) < 0:
+        cdef int rc = fdt_reserve(&self._fd_table, fd)
+        if rc == -ENOMEM:
             raise MemoryError()
+        if rc < 0:
+            _raise_errno(rc)
         if self._forked:
             self._reopen_after_fork()
         rc = fdt_install(&self._fd_table, &self._poller, fd, which,

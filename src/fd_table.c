@@ -26,9 +26,11 @@ int fdt_grow(fd_table *t, int fd)
 {
     size_t size;
     fdt_slot *slots;
+    if (fd < 0)
+        return -EBADF;
     if (fd < t->size)
         return 0;
-    if (fd < 0 || fd >= INT_MAX / 2)
+    if (fd >= INT_MAX / 2)
         return -ENOMEM;   /* no fd is that large; do not overflow `size` */
     size = t->size ? (size_t)t->size : FDT_MIN_SIZE;
     while (size <= (size_t)fd)

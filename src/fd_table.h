@@ -87,7 +87,8 @@ typedef struct {
 void fdt_init(fd_table *t);
 /* Frees the array only; the caller must have drained the items first. */
 void fdt_free(fd_table *t);
-/* Make room for fd (its slot and all below); -ENOMEM leaves the table as it was. */
+/* Make room for fd (its slot and all below): 0, -EBADF for a negative fd,
+ * or -ENOMEM (the table is as it was). */
 int fdt_grow(fd_table *t, int fd);
 /* After fork(), with a new poller `p`: register the armed fds again, and
  * forget the disarmed ones (they stayed in the parent's poller).  An fd that
@@ -199,10 +200,10 @@ static inline int fdt_install(fd_table *t, poller *p, int fd, int which,
     return rc;
 }
 
-/* Make room for fd; -ENOMEM leaves the table as it was. */
+/* Make room for fd: as fdt_grow, inline when there is room. */
 static inline int fdt_reserve(fd_table *t, int fd)
 {
-    return fd < t->size ? 0 : fdt_grow(t, fd);
+    return fd >= 0 && fd < t->size ? 0 : fdt_grow(t, fd);
 }
 
 /* The poller reported `events` for fd.  Returns -1 if fd is not in the
