@@ -77,152 +77,141 @@ static int install(fd_table *t, poller *p, int fd, int which, void *item,
     return rc;
 }
 
-static void persistent_reader(poller *p)
+/* Run a scenario on a fresh table and socket pair; it must leave the table
+ * as it found it. */
+static void with_pair(void (*scenario)(fd_table *, poller *, const int *), poller *p)
 {
     fd_table t;
     int sv[2];
     fdt_init(&t);
     make_pair(sv);
-
-    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_A, 0, NULL) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_READ);
-    CHECK(fdt_armed(&t) == 1);
-    CHECK(fdt_get(&t, sv[0], POLLER_READ) == ITEM_A);
-    CHECK(fdt_get(&t, sv[0], POLLER_WRITE) == NULL);
-    CHECK(!fdt_idle(&t, sv[0]));
-    /* Replacing the reader changes nothing in the kernel. */
-    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_B, 0, ITEM_A) == 0);
-
-    CHECK(write(sv[1], "x", 1) == 1);
-    CHECK(poll_fd(p, sv[0]) & POLLER_READ);
-    CHECK(fdt_fired(&t, sv[0], POLLER_READ) == 0);
-    /* Level-triggered: it reports again, and stays armed. */
-    CHECK(poll_fd(p, sv[0]) & POLLER_READ);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_READ);
-    CHECK(fdt_armed(&t) == 1);
-
-    /* A writer beside it: one registration for both. */
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, ITEM_C, 0, NULL) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_WRITE));
-    CHECK(fdt_armed(&t) == 1);
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_C) == 1);
-    CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == 0);
-    CHECK(fdt_armed(&t) == 0);
-    CHECK(fdt_idle(&t, sv[0]));
-    CHECK(poll_fd(p, sv[0]) == 0);
-
+    scenario(&t, p, sv);
+    CHECK(fdt_idle(&t, sv[0]) && fdt_armed(&t) == 0);
     close(sv[0]);
     close(sv[1]);
     fdt_free(&t);
 }
 
-static void oneshot_waiter(poller *p)
+static void persistent_reader(fd_table *t, poller *p, const int sv[2])
 {
-    fd_table t;
-    int sv[2];
-    fdt_init(&t);
-    make_pair(sv);
-
-    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_A, 1, NULL) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
-    CHECK(fdt_oneshot(&t, sv[0]) == POLLER_READ);
-    CHECK(fdt_armed(&t) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, ITEM_A, 0, NULL) == 1);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_READ);
+    CHECK(fdt_armed(t) == 1);
+    CHECK(fdt_get(t, sv[0], POLLER_READ) == ITEM_A);
+    CHECK(fdt_get(t, sv[0], POLLER_WRITE) == NULL);
+    CHECK(!fdt_idle(t, sv[0]));
+    /* Replacing the reader changes nothing in the kernel. */
+    CHECK(install(t, p, sv[0], POLLER_READ, ITEM_B, 0, ITEM_A) == 0);
 
     CHECK(write(sv[1], "x", 1) == 1);
     CHECK(poll_fd(p, sv[0]) & POLLER_READ);
-    CHECK(fdt_fired(&t, sv[0], POLLER_READ) == 0);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_DISARMED);
-    CHECK(fdt_armed(&t) == 0);
-    CHECK(fdt_get(&t, sv[0], POLLER_READ) == ITEM_A);   /* still installed */
+    CHECK(fdt_fired(t, sv[0], POLLER_READ) == 0);
+    /* Level-triggered: it reports again, and stays armed. */
+    CHECK(poll_fd(p, sv[0]) & POLLER_READ);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_READ);
+    CHECK(fdt_armed(t) == 1);
+
+    /* A writer beside it: one registration for both. */
+    CHECK(install(t, p, sv[0], POLLER_WRITE, ITEM_C, 0, NULL) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_WRITE));
+    CHECK(fdt_armed(t) == 1);
+    CHECK(install(t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_C) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
+    CHECK(fdt_mask(t, sv[0]) == 0);
+    CHECK(fdt_armed(t) == 0);
+    CHECK(fdt_idle(t, sv[0]));
+    CHECK(poll_fd(p, sv[0]) == 0);
+}
+
+static void oneshot_waiter(fd_table *t, poller *p, const int sv[2])
+{
+    CHECK(install(t, p, sv[0], POLLER_READ, ITEM_A, 1, NULL) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
+    CHECK(fdt_oneshot(t, sv[0]) == POLLER_READ);
+    CHECK(fdt_armed(t) == 1);
+
+    CHECK(write(sv[1], "x", 1) == 1);
+    CHECK(poll_fd(p, sv[0]) & POLLER_READ);
+    CHECK(fdt_fired(t, sv[0], POLLER_READ) == 0);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_DISARMED);
+    CHECK(fdt_armed(t) == 0);
+    CHECK(fdt_get(t, sv[0], POLLER_READ) == ITEM_A);   /* still installed */
     /* The kernel disarmed it: the unread byte reports nothing. */
     CHECK(poll_fd(p, sv[0]) == 0);
 
     /* Waiting again is one change; it reports the unread byte. */
-    CHECK(fdt_rearm(&t, p, sv[0], POLLER_READ, ITEM_A) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
-    CHECK(fdt_armed(&t) == 1);
+    CHECK(fdt_rearm(t, p, sv[0], POLLER_READ, ITEM_A) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
+    CHECK(fdt_armed(t) == 1);
     CHECK(poll_fd(p, sv[0]) & POLLER_READ);
-    CHECK(fdt_fired(&t, sv[0], POLLER_READ) == 0);
+    CHECK(fdt_fired(t, sv[0], POLLER_READ) == 0);
     /* Not ours any more, or not installed: nothing is armed. */
-    CHECK(fdt_rearm(&t, p, sv[0], POLLER_READ, ITEM_B) == 0);
-    CHECK(fdt_rearm(&t, p, sv[0], POLLER_WRITE, ITEM_A) == 0);
-    CHECK(fdt_rearm(&t, p, 100000, POLLER_READ, ITEM_A) == 0);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_DISARMED);
+    CHECK(fdt_rearm(t, p, sv[0], POLLER_READ, ITEM_B) == 0);
+    CHECK(fdt_rearm(t, p, sv[0], POLLER_WRITE, ITEM_A) == 0);
+    CHECK(fdt_rearm(t, p, 100000, POLLER_READ, ITEM_A) == 0);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_DISARMED);
 
     /* The waiter removes itself after it fired: no syscall, and the
      * registration stays, disarmed. */
-    CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_A) == 0);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_DISARMED);
-    CHECK(fdt_idle(&t, sv[0]));
-    CHECK(fdt_armed(&t) == 0);
+    CHECK(install(t, p, sv[0], POLLER_READ, NULL, 0, ITEM_A) == 0);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_DISARMED);
+    CHECK(fdt_idle(t, sv[0]));
+    CHECK(fdt_armed(t) == 0);
     CHECK(poll_fd(p, sv[0]) == 0);
 
     /* A new waiter re-arms the lingering registration. */
-    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_B, 1, NULL) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, ITEM_B, 1, NULL) == 1);
     CHECK(poll_fd(p, sv[0]) & POLLER_READ);
     /* Removed before it fired (its event is still unclaimed): DELeted. */
     drain_socket(sv[0]);
-    CHECK(fdt_fired(&t, sv[0], POLLER_READ) == 0);
-    CHECK(fdt_rearm(&t, p, sv[0], POLLER_READ, ITEM_B) == 1);
-    CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == 0);
-    CHECK(fdt_armed(&t) == 0);
+    CHECK(fdt_fired(t, sv[0], POLLER_READ) == 0);
+    CHECK(fdt_rearm(t, p, sv[0], POLLER_READ, ITEM_B) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
+    CHECK(fdt_mask(t, sv[0]) == 0);
+    CHECK(fdt_armed(t) == 0);
     CHECK(write(sv[1], "y", 1) == 1);
     CHECK(poll_fd(p, sv[0]) == 0);
-
-    close(sv[0]);
-    close(sv[1]);
-    fdt_free(&t);
 }
 
-static void oneshot_beside_persistent(poller *p)
+static void oneshot_beside_persistent(fd_table *t, poller *p, const int sv[2])
 {
-    fd_table t;
-    int sv[2];
-    fdt_init(&t);
-    make_pair(sv);
-
     /* A persistent writer and a one-shot reader: level-triggered for both,
      * or the writer could miss an event. */
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, ITEM_A, 0, NULL) == 1);
-    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_B, 1, NULL) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_WRITE));
-    CHECK(fdt_oneshot(&t, sv[0]) == POLLER_READ);
-    CHECK(fdt_fired(&t, sv[0], POLLER_WRITE) == 0);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_WRITE));
+    CHECK(install(t, p, sv[0], POLLER_WRITE, ITEM_A, 0, NULL) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, ITEM_B, 1, NULL) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_WRITE));
+    CHECK(fdt_oneshot(t, sv[0]) == POLLER_READ);
+    CHECK(fdt_fired(t, sv[0], POLLER_WRITE) == 0);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_WRITE));
     CHECK(poll_fd(p, sv[0]) & POLLER_WRITE);
     CHECK(poll_fd(p, sv[0]) & POLLER_WRITE);
 
     /* The writer goes: the reader, alone now, becomes one-shot. */
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_A) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
-    CHECK(fdt_armed(&t) == 1);
+    CHECK(install(t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_A) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_ONESHOT));
+    CHECK(fdt_armed(t) == 1);
 
     /* An event not for the waiter (which no backend reports for a
      * one-direction registration) asks to be armed again with its mask. */
-    CHECK(fdt_fired(&t, sv[0], POLLER_WRITE) == (POLLER_READ | POLLER_ONESHOT));
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_DISARMED);
-    CHECK(fdt_armed(&t) == 0);
-    CHECK(fdt_set_interest(&t, p, sv[0], POLLER_READ | POLLER_ONESHOT) == 1);
-    CHECK(fdt_armed(&t) == 1);
+    CHECK(fdt_fired(t, sv[0], POLLER_WRITE) == (POLLER_READ | POLLER_ONESHOT));
+    CHECK(fdt_mask(t, sv[0]) == POLLER_DISARMED);
+    CHECK(fdt_armed(t) == 0);
+    CHECK(fdt_set_interest(t, p, sv[0], POLLER_READ | POLLER_ONESHOT) == 1);
+    CHECK(fdt_armed(t) == 1);
 
     /* A persistent writer added to a disarmed waiter re-arms both. */
     CHECK(write(sv[1], "x", 1) == 1);
     CHECK(poll_fd(p, sv[0]) & POLLER_READ);
-    CHECK(fdt_fired(&t, sv[0], POLLER_READ) == 0);
-    CHECK(fdt_mask(&t, sv[0]) == POLLER_DISARMED);
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, ITEM_C, 0, NULL) == 1);
-    CHECK(fdt_mask(&t, sv[0]) == (POLLER_READ | POLLER_WRITE));
-    CHECK(fdt_armed(&t) == 1);
+    CHECK(fdt_fired(t, sv[0], POLLER_READ) == 0);
+    CHECK(fdt_mask(t, sv[0]) == POLLER_DISARMED);
+    CHECK(install(t, p, sv[0], POLLER_WRITE, ITEM_C, 0, NULL) == 1);
+    CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_WRITE));
+    CHECK(fdt_armed(t) == 1);
     CHECK((poll_fd(p, sv[0]) & (POLLER_READ | POLLER_WRITE)) == (POLLER_READ | POLLER_WRITE));
 
-    CHECK(install(&t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_C) == 1);
-    CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
-    CHECK(fdt_armed(&t) == 0);
-    close(sv[0]);
-    close(sv[1]);
-    fdt_free(&t);
+    CHECK(install(t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_C) == 1);
+    CHECK(install(t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
+    CHECK(fdt_armed(t) == 0);
 }
 
 static void failure_leaves_the_table(poller *p)
@@ -359,9 +348,9 @@ int main(void)
 {
     poller p;
     CHECK(poller_open(&p, MAX_EVENTS) == 0);
-    persistent_reader(&p);
-    oneshot_waiter(&p);
-    oneshot_beside_persistent(&p);
+    with_pair(persistent_reader, &p);
+    with_pair(oneshot_waiter, &p);
+    with_pair(oneshot_beside_persistent, &p);
     failure_leaves_the_table(&p);
     queries_and_growth(&p);
     poller_close(&p);
