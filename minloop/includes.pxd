@@ -60,6 +60,8 @@ cdef extern from "fd_table.h" nogil:
     int fdt_size(const fd_table *t)
     int fdt_armed(const fd_table *t)
     void *fdt_get(const fd_table *t, int fd, int which)
+    void *fdt_item(const fd_table *t, int fd, int which)
+    int fdt_has(const fd_table *t, int fd)
     int fdt_idle(const fd_table *t, int fd)
     int fdt_mask(const fd_table *t, int fd)
     int fdt_oneshot(const fd_table *t, int fd)

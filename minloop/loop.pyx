@@ -602,25 +602,26 @@ cdef class LoopCore:
             if fd == self._wakeup.read_fd:
                 wakeup_drain(&self._wakeup)
                 continue
-            rearm = fdt_fired(&self._fd_table, fd, events)
-            if rearm < 0:
-                continue   # not in the table
+            if not fdt_has(&self._fd_table, fd):
+                continue
             self._fd_events += 1
+            rearm = fdt_fired(&self._fd_table, fd, events)
             if rearm:
                 # A one-shot registration fired for an event not for its
                 # waiter: arm it again, or it would wait forever.
                 self._set_interest(fd, rearm)
                 continue
             # Re-read the slot each time: releasing a cancelled handle can
-            # run arbitrary code that reallocates the table.
-            item = fdt_get(&self._fd_table, fd, POLLER_READ) if events & POLLER_READ else NULL
+            # run arbitrary code that reallocates the table (fd stays in
+            # it: the table never shrinks while the loop lives).
+            item = fdt_item(&self._fd_table, fd, POLLER_READ) if events & POLLER_READ else NULL
             if item != NULL:
                 handle = <Handle>item
                 if handle._cancelled:
                     self._set_fd_handle(fd, POLLER_READ, None)
                 else:
                     self._push_ready(handle)
-            item = fdt_get(&self._fd_table, fd, POLLER_WRITE) if events & POLLER_WRITE else NULL
+            item = fdt_item(&self._fd_table, fd, POLLER_WRITE) if events & POLLER_WRITE else NULL
             if item != NULL:
                 handle = <Handle>item
                 if handle._cancelled:

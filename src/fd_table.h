@@ -109,16 +109,22 @@ static inline int fdt_armed(const fd_table *t) { return t->armed; }
 
 static inline int fdt_has(const fd_table *t, int fd)
 {
-    return fd >= 0 && fd < t->size;
+    /* One comparison for both ends: size is never negative. */
+    return (unsigned int)fd < (unsigned int)t->size;
 }
 
-/* fd's reader (which == POLLER_READ) or writer (POLLER_WRITE), or NULL; any
- * fd, negative or beyond the table, may be asked. */
+/* fd's reader (which == POLLER_READ) or writer (POLLER_WRITE), for an fd
+ * known to be in the table (the array grows, it never shrinks while in
+ * use): what a poll's event reads, once fdt_fired said so. */
+static inline void *fdt_item(const fd_table *t, int fd, int which)
+{
+    return which == POLLER_READ ? t->slots[fd].reader : t->slots[fd].writer;
+}
+
+/* The same, or NULL; any fd, negative or beyond the table, may be asked. */
 static inline void *fdt_get(const fd_table *t, int fd, int which)
 {
-    if (!fdt_has(t, fd))
-        return NULL;
-    return which == POLLER_READ ? t->slots[fd].reader : t->slots[fd].writer;
+    return fdt_has(t, fd) ? fdt_item(t, fd, which) : NULL;
 }
 
 /* fd has neither a reader nor a writer. */
@@ -203,12 +209,12 @@ static inline int fdt_install(fd_table *t, poller *p, int fd, int which,
 /* Make room for fd: as fdt_grow, inline when there is room. */
 static inline int fdt_reserve(fd_table *t, int fd)
 {
-    return fd >= 0 && fd < t->size ? 0 : fdt_grow(t, fd);
+    return fdt_has(t, fd) ? 0 : fdt_grow(t, fd);
 }
 
-/* The poller reported `events` for fd.  Returns -1 if fd is not in the
- * table (nothing to do), 0 if its items are to be dispatched, or else the
- * mask to arm fd with again instead.  A one-shot registration was disarmed
+/* The poller reported `events` for fd, which is in the table (fdt_has).
+ * Returns 0 if its items (fdt_item) are to be dispatched, or else the mask
+ * to arm fd with again instead.  A one-shot registration was disarmed
  * by the kernel as it handed out this event: the slot says so now, and the
  * waiter re-arms it if it must wait again.  An event that is not for the
  * waiter (no backend reports such an event for a one-direction
@@ -216,10 +222,7 @@ static inline int fdt_reserve(fd_table *t, int fd)
  * waiter would wait forever. */
 static inline int fdt_fired(fd_table *t, int fd, int events)
 {
-    int mask;
-    if (!fdt_has(t, fd))
-        return -1;
-    mask = t->slots[fd].mask;
+    int mask = t->slots[fd].mask;
     if ((mask & POLLER_ONESHOT) && FDT_ARMED(mask)) {
         t->slots[fd].mask = POLLER_DISARMED;
         t->armed--;
