@@ -51,7 +51,7 @@ extensions = [
     Extension("minloop.handles", ["minloop/handles.pyx", "src/timer_heap.c"], **transport_common),
     Extension(
         "minloop.loop",
-        ["minloop/loop.pyx", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
+        ["minloop/loop.pyx", "src/fd_table.c", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
         **common,
     ),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),

@@ -41,12 +41,12 @@ from cpython.unicode cimport PyUnicode_CheckExact
 from libc.errno cimport errno, EINTR
 from libc.string cimport memcmp, memcpy, memset, strlen
 
-from .includes cimport POLLER_READ, POLLER_WRITE, ring_len
+from .includes cimport POLLER_READ, POLLER_WRITE
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore
+from .loop cimport LoopCore, timers_scheduled, nothing_runs_before_next_read
 from .fatal_error cimport report_fatal_error
-from .lifecycle cimport (READ_SIZE, read_buffer, transport_fd_watched,
+from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, lose_connection,
                          release_fd, selector_transport_repr, warn_unclosed)
 from .oserrors cimport os_error, would_block
@@ -327,7 +327,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         cdef socklen_t addrlen
         cdef ssize_t n
         cdef int err, fd, count = 0
-        cdef unsigned long long timers_pushed
+        cdef unsigned long long timers_seen
         cdef PyObject *argv[3]
 
         if self._conn_lost or self._loop is None:
@@ -361,7 +361,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             except BaseException as exc:
                 self._fatal_error(exc, 'Fatal read error on datagram transport')
                 return
-            timers_pushed = loop._timers.next_seq
+            timers_seen = timers_scheduled(loop)
             # self._protocol.datagram_received(data, addr), looked up on every
             # call as asyncio does, without creating a bound method.
             protocol = self._protocol
@@ -371,10 +371,8 @@ cdef class DatagramTransport(DatagramTransportBase):
             PyObject_VectorcallMethod(_DATAGRAM_RECEIVED, argv, 3, NULL)
             count += 1
             if (count >= MAX_BATCH or self._conn_lost or self._closing
-                    or self._paused or loop._debug or loop._stopping
-                    or ring_len(&loop._ready) != 0
-                    or loop._timers.next_seq != timers_pushed
-                    or not transport_fd_watched(loop, fd, POLLER_READ)):
+                    or self._paused
+                    or not nothing_runs_before_next_read(loop, fd, timers_seen)):
                 return
             if count == 1:
                 if self._probe_skips:

@@ -77,6 +77,30 @@ cdef extern from "poller.h" nogil:
     int poller_wait(poller *p, poller_event *out, int64_t timeout_ns)
 
 
+cdef extern from "fd_table.h" nogil:
+    # Its fields are the unit's own: ask through the functions.
+    ctypedef struct fd_table:
+        pass
+    void fdt_init(fd_table *t)
+    void fdt_free(fd_table *t)
+    int fdt_after_fork(fd_table *t, poller *p)
+    void *fdt_drain(fd_table *t, int *cursor)
+    int fdt_size(const fd_table *t)
+    int fdt_armed(const fd_table *t)
+    void *fdt_get(const fd_table *t, int fd, int which)
+    void *fdt_item(const fd_table *t, int fd, int which)
+    int fdt_has(const fd_table *t, int fd)
+    int fdt_idle(const fd_table *t, int fd)
+    int fdt_mask(const fd_table *t, int fd)
+    int fdt_oneshot(const fd_table *t, int fd)
+    int fdt_set_interest(fd_table *t, poller *p, int fd, int mask)
+    int fdt_install(fd_table *t, poller *p, int fd, int which,
+                    void *item, int oneshot, void **old)
+    int fdt_reserve(fd_table *t, int fd)
+    int fdt_fired(fd_table *t, int fd, int events)
+    int fdt_rearm(fd_table *t, poller *p, int fd, int which, const void *item)
+
+
 cdef extern from "build_info.h":
     enum:
         MINLOOP_BUILD_OPTIMIZED

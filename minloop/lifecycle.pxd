@@ -34,7 +34,7 @@
 from libc.stdlib cimport malloc
 
 from .includes cimport POLLER_READ, POLLER_WRITE
-from .loop cimport LoopCore
+from .loop cimport LoopCore, fd_watched
 
 
 cdef enum:
@@ -56,17 +56,6 @@ cdef inline char *read_buffer(LoopCore core) except NULL:
         if core._read_buffer == NULL:
             raise MemoryError()
     return core._read_buffer
-
-
-cdef inline bint transport_fd_watched(LoopCore core, int fd, int which) noexcept:
-    """The loop has a reader (which == POLLER_READ) or a writer for fd: the
-    one question transports ask of the fd table (asyncio asks its selector,
-    _test_selector_event)."""
-    if fd < 0 or fd >= core._fds_size:
-        return False
-    if which == POLLER_READ:
-        return core._fds[fd].reader != NULL
-    return core._fds[fd].writer != NULL
 
 
 cdef inline int check_loop(object loop, str attribute) except -1:
@@ -141,9 +130,9 @@ cdef inline str selector_transport_repr(object transport, object sock,
     info.append(f'fd={fd}')
     # test if the transport was closed
     if loop is not None and not core._closed:
-        info.append('read=polling' if transport_fd_watched(core, fd, POLLER_READ)
+        info.append('read=polling' if fd_watched(core, fd, POLLER_READ)
                     else 'read=idle')
-        state = 'polling' if transport_fd_watched(core, fd, POLLER_WRITE) else 'idle'
+        state = 'polling' if fd_watched(core, fd, POLLER_WRITE) else 'idle'
         info.append(f'write=<{state}, bufsize={bufsize}>')
     return '<{}>'.format(' '.join(info))
 

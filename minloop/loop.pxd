@@ -1,17 +1,8 @@
 from libc.stdint cimport int64_t
 
-from .includes cimport timer_heap, ready_ring, poller, poller_event, wakeup_fds
+from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
+                        fd_table, fdt_get, ring_len, POLLER_READ)
 from .handles cimport Handle, TimerHandle
-
-
-# One slot of the fd table, indexed by fd.  The table owns a reference to
-# each non-NULL handle.  See "The fd table and the kernel" in loop.pyx.
-ctypedef struct fd_slot:
-    void *reader     # Handle or NULL
-    void *writer     # Handle or NULL
-    int mask         # the kernel's state: a poller.h mask (POLLER_ONESHOT
-                     # alone: a one-shot registration that fired)
-    int oneshot      # POLLER_READ/WRITE: that handle is a one-shot waiter
 
 
 cdef class LoopCore:
@@ -26,11 +17,10 @@ cdef class LoopCore:
         poller _poller
         poller_event *_events
         wakeup_fds _wakeup
-        fd_slot *_fds
-        int _fds_size
-        # fds with interest other than the loop's own wake-up fd: while it
-        # is 0 and callbacks are ready, a poll could observe nothing.
-        readonly int _user_fds
+        # fd -> reader, writer and the kernel's registration (src/fd_table.h,
+        # "The fd table and the kernel").  It owns a reference to each
+        # handle in it.  Others ask through fd_watched() below.
+        fd_table _fd_table
         unsigned int _skipped_polls
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
@@ -86,12 +76,39 @@ cdef class LoopCore:
     cdef int _open_kernel_objects(self) except -1
     cdef int _reopen_after_fork(self) except -1
     cdef void _release_poller(self)
-    cdef int _ensure_fd_slot(self, int fd) except -1
     cdef int _set_interest(self, int fd, int mask) except -1
-    cdef int _wanted_interest(self, int fd, void *reader, void *writer,
-                              int oneshot) noexcept
     cdef object _set_fd_handle(self, int fd, int which, Handle handle,
                                bint oneshot=*)
     cdef void _clear_timers(self)
     cdef void _clear_ready(self)
     cdef void _clear_fd_table(self)
+
+
+# The fd table's answer for transports and servers (inline: it compiles
+# into their own code).
+
+cdef inline bint fd_watched(LoopCore core, int fd, int which) noexcept:
+    """core's fd table has a reader (which == POLLER_READ) or a writer
+    (POLLER_WRITE) for fd.  Any fd may be asked (-1: False); a closed loop
+    watches nothing.  core must not be None."""
+    return fdt_get(&core._fd_table, fd, which) != NULL
+
+
+# Reading on after an event, as if it were the next one (datagram.pyx's
+# _read_ready says why).
+
+cdef inline unsigned long long timers_scheduled(LoopCore core) noexcept:
+    """How many timers core has ever scheduled: compare two answers."""
+    return core._timers.next_seq
+
+
+cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
+                                               unsigned long long timers_seen) noexcept:
+    """Nothing can run on core before fd's reader would run again: no
+    callback is ready, no timer was scheduled since timers_scheduled() said
+    `timers_seen` (a call_later(0) would be due first), the loop is not
+    stopping, nor in debug mode (where asyncio times each wake-up as a
+    callback of its own), and fd still has its reader."""
+    if core._debug or core._stopping or ring_len(&core._ready) != 0:
+        return False
+    return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)

@@ -25,11 +25,10 @@ from asyncio import tasks as _aio_tasks
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
-from libc.errno cimport EINTR
+from libc.errno cimport EINTR, ENOMEM
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
-from libc.stdlib cimport calloc, realloc, free
-from libc.string cimport memset
+from libc.stdlib cimport calloc, free
 
 from .includes cimport *
 from .oserrors cimport os_error
@@ -56,8 +55,6 @@ cdef extern from "Python.h":
 
 cdef enum:
     MAX_EVENTS = 1024
-    # The direction bits of a poller mask: something is armed.
-    _ARMED = POLLER_READ | POLLER_WRITE
 
 # asyncio's cap on one wait: a timer a year away still wakes us daily, so
 # a changed wall clock or a suspended machine cannot stall the loop forever.
@@ -118,8 +115,7 @@ cdef class LoopCore:
         self._poller.fd = -1
         self._wakeup.read_fd = -1
         self._wakeup.write_fd = -1
-        self._fds = NULL
-        self._fds_size = 0
+        fdt_init(&self._fd_table)
         self._fd_objects = {}
         self._clock_resolution = time.get_clock_info('monotonic').resolution
         self.slow_callback_duration = 0.1
@@ -158,20 +154,11 @@ cdef class LoopCore:
         registered; its reader/writer stays in the table, silent, until it
         is removed.
         """
-        cdef int fd, mask
         self._forked = False
         poller_forget_after_fork(&self._poller)
         wakeup_close(&self._wakeup)
         self._open_kernel_objects()
-        for fd in range(self._fds_size):
-            mask = self._fds[fd].mask
-            if not mask & _ARMED:
-                # Disarmed registrations stayed in the parent's poller; the
-                # new one knows nothing of this fd.
-                self._fds[fd].mask = 0
-            elif poller_modify(&self._poller, fd, 0, mask) < 0:
-                self._fds[fd].mask = 0
-                self._user_fds -= 1
+        fdt_after_fork(&self._fd_table, &self._poller)
         return 0
 
     cdef void _release_poller(self):
@@ -189,8 +176,7 @@ cdef class LoopCore:
         ring_free(&self._released[0])
         ring_free(&self._released[1])
         heap_free(&self._timers)
-        free(self._fds)
-        self._fds = NULL
+        fdt_free(&self._fd_table)
         self._release_poller()
         wakeup_close(&self._wakeup)
         free(self._events)
@@ -540,7 +526,7 @@ cdef class LoopCore:
         else:
             timeout_ns = -1
 
-        if timeout_ns != 0 or self._user_fds > 0:
+        if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
             self._poll(timeout_ns)
         else:
             # Nothing but our own wake-up fd is registered and we would not
@@ -654,8 +640,9 @@ cdef class LoopCore:
         return 0
 
     cdef int _poll(self, int64_t timeout_ns) except -1:
-        cdef int n, i, fd, events, mask
+        cdef int n, i, fd, events, rearm
         cdef bint sleeping = False
+        cdef void *item
         cdef Handle handle
         if self._forked:
             self._reopen_after_fork()
@@ -684,31 +671,28 @@ cdef class LoopCore:
             if fd == self._wakeup.read_fd:
                 wakeup_drain(&self._wakeup)
                 continue
-            if fd >= self._fds_size:
+            if not fdt_has(&self._fd_table, fd):
                 continue
             self._fd_events += 1
-            mask = self._fds[fd].mask
-            if mask & POLLER_ONESHOT and mask & _ARMED:
-                # The kernel disarmed the registration as it handed out
-                # this event; the waiter re-arms it if it must wait again.
-                self._fds[fd].mask = POLLER_DISARMED
-                self._user_fds -= 1
-                if not events & mask:
-                    # Not for the waiter (no backend reports such an event
-                    # for a one-direction registration): arm it again, or
-                    # it would wait forever.
-                    self._set_interest(fd, mask)
-                    continue
+            rearm = fdt_fired(&self._fd_table, fd, events)
+            if rearm:
+                # A one-shot registration fired for an event not for its
+                # waiter: arm it again, or it would wait forever.
+                self._set_interest(fd, rearm)
+                continue
             # Re-read the slot each time: releasing a cancelled handle can
-            # run arbitrary code that reallocates the table.
-            if events & POLLER_READ and self._fds[fd].reader != NULL:
-                handle = <Handle>self._fds[fd].reader
+            # run arbitrary code that reallocates the table (fd stays in
+            # it: the table never shrinks while the loop lives).
+            item = fdt_item(&self._fd_table, fd, POLLER_READ) if events & POLLER_READ else NULL
+            if item != NULL:
+                handle = <Handle>item
                 if handle_cancelled(handle):
                     self._set_fd_handle(fd, POLLER_READ, None)
                 else:
                     self._push_ready(handle)
-            if events & POLLER_WRITE and self._fds[fd].writer != NULL:
-                handle = <Handle>self._fds[fd].writer
+            item = fdt_item(&self._fd_table, fd, POLLER_WRITE) if events & POLLER_WRITE else NULL
+            if item != NULL:
+                handle = <Handle>item
                 if handle_cancelled(handle):
                     self._set_fd_handle(fd, POLLER_WRITE, None)
                 else:
@@ -718,135 +702,55 @@ cdef class LoopCore:
     # ------------------------------------------------------------------
     # fd callbacks
 
-    cdef int _ensure_fd_slot(self, int fd) except -1:
-        cdef int size
-        cdef fd_slot *table
-        if fd < self._fds_size:
-            return 0
-        size = self._fds_size or 64
-        while size <= fd:
-            size *= 2
-        table = <fd_slot *>realloc(self._fds, size * sizeof(fd_slot))
-        if table == NULL:
-            raise MemoryError()
-        memset(&table[self._fds_size], 0, (size - self._fds_size) * sizeof(fd_slot))
-        self._fds = table
-        self._fds_size = size
-        return 0
+    # The table, its one-shot registrations and what the kernel is told are
+    # src/fd_table.h's (see "The fd table and the kernel" there).  Here the
+    # loop adds what C does not know: references, fork and exceptions.
 
-    # The fd table and the kernel
-    #
-    # Each slot holds the fd's reader and writer handles and `mask`, what
-    # the kernel has registered for the fd (a poller.h mask).  Persistent
-    # handles (add_reader/add_writer, transports, servers) are registered
-    # level-triggered, as asyncio's selector does.  A one-shot waiter (a
-    # blocked sock_* operation: it waits for one event, then either ends or
-    # asks again) that is alone on its fd is registered with POLLER_ONESHOT,
-    # so that the kernel disarms it as it reports the event and the
-    # operation's end needs no syscall: the next wait re-arms it with one
-    # MOD.  The facts that make that safe, and the rules that keep it so:
-    #
-    #  - A disarmed registration never reports anything again (epoll clears
-    #    even EPOLLERR/EPOLLHUP; kqueue deletes the filter).  So leaving it
-    #    behind after the operation, or after the socket is closed, is
-    #    harmless.  Leaving an *armed* one behind is not: if a dup() of the
-    #    socket lives on (a forked child), it fires forever, or it fires for
-    #    a new file under the same number.  Hence a one-shot waiter removed
-    #    before it fired (cancelled) is DELeted like any other interest.
-    #  - mask == POLLER_DISARMED means "maybe registered, certainly silent".
-    #    Re-arming tries MOD and falls back to ADD on ENOENT: the fd may be
-    #    a new file under the old number, whose old registration was dropped
-    #    at close or lingers, disarmed, under the old file.
-    #  - Only _poll() learns that the kernel disarmed a one-shot registration
-    #    (epoll_wait hands out its event), and it marks the slot then.  The
-    #    waiter's handle is queued with that event; when it runs it removes
-    #    itself, or it calls _rearm_oneshot() to wait again.  Any other
-    #    change of the slot recomputes the whole registration from the
-    #    table (_wanted_interest), so it re-arms what must be armed.  There
-    #    is no other way out of the disarmed state with a handle left.
-    #  - One-shot only when the waiter is the fd's only handle: a one-shot
-    #    registration fires once for both directions, and a persistent
-    #    handle must never miss an event.  With two handles the fd is
-    #    level-triggered for both, as before this optimisation.
-    #  - _user_fds counts fds with something *armed*: a disarmed fd cannot
-    #    wake a poll, so it does not keep the loop polling.
-    #  - fork(): the child's new poller gets the armed registrations again;
-    #    disarmed ones become 0 (the new poller never saw them).  Close: the
-    #    poller's fd goes, and every registration with it.
+    @property
+    def _user_fds(self):
+        """fds with interest armed, other than the loop's own wake-up fd:
+        while it is 0 and callbacks are ready, a poll could observe nothing."""
+        return fdt_armed(&self._fd_table)
 
     cdef int _set_interest(self, int fd, int mask) except -1:
         """Make the kernel's registration for fd `mask` (a poller.h mask)."""
-        cdef int old
         cdef int rc
         if self._forked:
             self._reopen_after_fork()
-        old = self._fds[fd].mask
-        if old == mask:
-            return 0   # no redundant epoll_ctl
-        rc = poller_modify(&self._poller, fd, old, mask)
+        rc = fdt_set_interest(&self._fd_table, &self._poller, fd, mask)
         if rc < 0:
             _raise_errno(rc)
-        if (old | mask) & _ARMED:
-            self._poller_changes += 1   # poller_modify made a syscall
-        if not old & _ARMED and mask & _ARMED:
-            self._user_fds += 1
-        elif old & _ARMED and not mask & _ARMED:
-            self._user_fds -= 1
-        self._fds[fd].mask = mask
+        self._poller_changes += rc   # 1: poller_modify made a syscall
         return 0
-
-    cdef int _wanted_interest(self, int fd, void *reader, void *writer,
-                              int oneshot) noexcept:
-        """The registration fd needs with these handles (see above)."""
-        cdef int want = ((POLLER_READ if reader != NULL else 0) |
-                         (POLLER_WRITE if writer != NULL else 0))
-        if want == 0:
-            # A registration that fired may stay: it is silent, and keeping
-            # it spares the DEL an operation's end would otherwise cost.
-            if self._fds[fd].mask == POLLER_DISARMED:
-                return POLLER_DISARMED
-            return 0
-        if want != _ARMED and oneshot & want:
-            return want | POLLER_ONESHOT   # a lone one-shot waiter
-        return want
 
     cdef object _set_fd_handle(self, int fd, int which, Handle handle,
                                bint oneshot=False):
         """Install (or, with None, clear) fd's reader or writer.
 
-        `oneshot`: the handle is a one-shot waiter (see above).  Returns the
-        handle it replaced, or None.  The poller is updated first, so on
-        error the table is left as it was.
+        `oneshot`: the handle is a one-shot waiter.  Returns the handle it
+        replaced, or None.  The poller is updated first, so on error the
+        table is left as it was.
         """
-        cdef void *old
-        cdef void *reader
-        cdef void *writer
-        cdef void *new = <void *>handle if handle is not None else NULL
-        cdef int oneshot_bits
-        self._ensure_fd_slot(fd)
+        cdef void *old = NULL
+        cdef int rc = fdt_reserve(&self._fd_table, fd)
+        if rc == -ENOMEM:
+            raise MemoryError()
+        if rc < 0:
+            _raise_errno(rc)
         if self._forked:
             self._reopen_after_fork()
-        reader = self._fds[fd].reader
-        writer = self._fds[fd].writer
-        if which == POLLER_READ:
-            reader = new
-        else:
-            writer = new
-        oneshot_bits = self._fds[fd].oneshot & ~which
-        if oneshot and handle is not None:
-            oneshot_bits |= which
-        self._set_interest(fd, self._wanted_interest(fd, reader, writer, oneshot_bits))
-        self._fds[fd].oneshot = oneshot_bits
-        if which == POLLER_READ:
-            old = self._fds[fd].reader
-            self._fds[fd].reader = new
-        else:
-            old = self._fds[fd].writer
-            self._fds[fd].writer = new
+        rc = fdt_install(&self._fd_table, &self._poller, fd, which,
+                         <void *>handle if handle is not None else NULL,
+                         oneshot, &old)
+        if rc < 0:
+            _raise_errno(rc)
+        self._poller_changes += rc
+        # The table's reference to the new handle (no code ran since it was
+        # installed).
         if handle is not None:
             Py_INCREF(handle)
             handle_enqueued(handle)
-        if reader == NULL and writer == NULL:
+        if fdt_idle(&self._fd_table, fd):
             self._fd_objects.pop(fd, None)
         if old == NULL:
             return None
@@ -875,36 +779,34 @@ cdef class LoopCore:
         return handle
 
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1:
-        """Wait again for fd, if `handle` is still its reader/writer."""
-        cdef void *current
-        if self._closed or fd >= self._fds_size:
+        """Wait again for fd, if `handle` is still its reader/writer (if
+        add_reader()/add_writer() replaced it, it is not ours to arm)."""
+        cdef int rc
+        if self._closed:
             return 0
-        current = self._fds[fd].reader if which == POLLER_READ else self._fds[fd].writer
-        if current != <void *>handle:
-            return 0   # replaced by add_reader()/add_writer(): not ours
-        self._set_interest(fd, self._wanted_interest(
-            fd, self._fds[fd].reader, self._fds[fd].writer, self._fds[fd].oneshot))
+        if self._forked:
+            self._reopen_after_fork()
+        rc = fdt_rearm(&self._fd_table, &self._poller, fd, which, <void *>handle)
+        if rc < 0:
+            _raise_errno(rc)
+        self._poller_changes += rc
         return 0
 
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1:
         """remove_reader/remove_writer of `handle`, if still installed."""
-        cdef void *current
-        if self._closed or fd >= self._fds_size:
-            return 0
-        current = self._fds[fd].reader if which == POLLER_READ else self._fds[fd].writer
-        if current != <void *>handle:
+        if self._closed or fdt_get(&self._fd_table, fd, which) != <void *>handle:
             return 0
         old = self._set_fd_handle(fd, which, None)
         handle_cancel(<Handle>old)
         return 0
 
-    def _fd_state(self, fd):
+    def _fd_state(self, int fd):
         """(kernel mask, one-shot bits, reader, writer) of fd (for tests)."""
-        if fd >= self._fds_size:
-            return (0, 0, None, None)
-        return (self._fds[fd].mask, self._fds[fd].oneshot,
-                <object>self._fds[fd].reader if self._fds[fd].reader != NULL else None,
-                <object>self._fds[fd].writer if self._fds[fd].writer != NULL else None)
+        cdef void *reader = fdt_get(&self._fd_table, fd, POLLER_READ)
+        cdef void *writer = fdt_get(&self._fd_table, fd, POLLER_WRITE)
+        return (fdt_mask(&self._fd_table, fd), fdt_oneshot(&self._fd_table, fd),
+                <object>reader if reader != NULL else None,
+                <object>writer if writer != NULL else None)
 
     cdef int _fileobj_to_fd(self, object fileobj) except -1:
         cdef object fd
@@ -958,11 +860,7 @@ cdef class LoopCore:
         if self._closed:
             return False
         cdef int fdn = self._lookup_fd(fd)
-        if fdn >= self._fds_size:
-            return False
-        if which == POLLER_READ and self._fds[fdn].reader == NULL:
-            return False
-        if which == POLLER_WRITE and self._fds[fdn].writer == NULL:
+        if fdt_get(&self._fd_table, fdn, which) == NULL:
             return False
         old = self._set_fd_handle(fdn, which, None)
         handle_cancel(<Handle>old)
@@ -1017,27 +915,17 @@ cdef class LoopCore:
         """Drop every reader and writer without telling the kernel.
 
         Only for a loop that is closing (or garbage): closing the poller's fd
-        drops its interest set.  Deleting registrations one by one instead
-        would reach into the parent's interest set when a forked child closes
-        an inherited loop, since parent and child share the epoll instance.
+        drops its interest set (see fdt_drain).
         """
-        cdef int fd
-        cdef void *reader
-        cdef void *writer
-        for fd in range(self._fds_size):
-            reader = self._fds[fd].reader
-            writer = self._fds[fd].writer
-            self._fds[fd].reader = NULL
-            self._fds[fd].writer = NULL
-            self._fds[fd].mask = 0
-            self._fds[fd].oneshot = 0
-            if reader != NULL:
-                handle_dequeued(<Handle>reader)
-                Py_DECREF(<object>reader)
-            if writer != NULL:
-                handle_dequeued(<Handle>writer)
-                Py_DECREF(<object>writer)
-        self._user_fds = 0
+        cdef int cursor = 0
+        cdef void *item
+        while True:
+            # The table lets go of each before its release runs any code.
+            item = fdt_drain(&self._fd_table, &cursor)
+            if item == NULL:
+                break
+            handle_dequeued(<Handle>item)
+            Py_DECREF(<object>item)
 
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
@@ -1123,6 +1011,7 @@ cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
     cdef int fd, rc, j
     cdef unsigned long epoch
     cdef ready_ring *ring
+    cdef void *item
     if _base_traverse != NULL:
         rc = _base_traverse(obj, visit, arg)
         if rc:
@@ -1143,13 +1032,15 @@ cdef int _core_traverse(PyObject *obj, gc_visitproc visit, void *arg) noexcept:
             rc = _visit_handle(ring_at(ring, i), visit, arg, epoch)
             if rc:
                 return rc
-    for fd in range(self._fds_size):
-        if self._fds[fd].reader != NULL:
-            rc = _visit_handle(self._fds[fd].reader, visit, arg, epoch)
+    for fd in range(fdt_size(&self._fd_table)):
+        item = fdt_get(&self._fd_table, fd, POLLER_READ)
+        if item != NULL:
+            rc = _visit_handle(item, visit, arg, epoch)
             if rc:
                 return rc
-        if self._fds[fd].writer != NULL:
-            rc = _visit_handle(self._fds[fd].writer, visit, arg, epoch)
+        item = fdt_get(&self._fd_table, fd, POLLER_WRITE)
+        if item != NULL:
+            rc = _visit_handle(item, visit, arg, epoch)
             if rc:
                 return rc
     return 0

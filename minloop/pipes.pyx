@@ -40,10 +40,10 @@ from libc.errno cimport errno, EINTR, EIO
 from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore
+from .loop cimport LoopCore, fd_watched
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
-from .lifecycle cimport (READ_SIZE, read_buffer, transport_fd_watched,
+from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, schedule_connection_lost,
                          release_fd, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
@@ -96,7 +96,7 @@ cdef str _repr(transport, object pipe, bint closing, int fd, LoopCore core,
         info.append('closing')
     info.append(f'fd={fd}')
     if pipe is not None and not core._closed:
-        info.append('polling' if transport_fd_watched(core, fd, which) else 'idle')
+        info.append('polling' if fd_watched(core, fd, which) else 'idle')
         if bufsize is not None:
             info.append(f'bufsize={bufsize}')
     elif pipe is not None:
