@@ -572,6 +572,64 @@ def test_udp_blocked_recvfrom_into_with_nbytes(loop):
     loop.run_until_complete(main())
 
 
+def test_fd_of_a_closing_transport_may_be_waited_on(loop):
+    # asyncio's check passes for a transport that is closing: the wait goes
+    # on (and ends when the data comes).
+    async def main():
+        listener, client = tcp_pair()
+        with listener, client:
+            await loop.sock_connect(client, listener.getsockname())
+            conn, _ = await loop.sock_accept(listener)
+            with conn:
+                transport, _ = await loop.create_connection(
+                    asyncio.Protocol, sock=client)
+                transport.close()
+                assert transport.is_closing()
+                listener2, a = tcp_pair()
+                with listener2, a:
+                    await loop.sock_connect(a, listener2.getsockname())
+                    b, _ = await loop.sock_accept(listener2)
+                    with b:
+                        task = asyncio.ensure_future(loop.sock_recv(b, 10))
+                        await asyncio.sleep(0)
+                        assert not task.done()
+                        await loop.sock_sendall(a, b'x')
+                        assert await task == b'x'
+                await asyncio.sleep(0)
+    loop.run_until_complete(main())
+
+
+def test_an_overridden_transport_check_is_called_when_waiting(loop_factory):
+    # The check is the loop's method: a subclass that replaces it is asked
+    # (minloop answers the common case itself only for asyncio's own).
+    lp = loop_factory()
+    asked = []
+
+    class Checking(type(lp)):
+        def _ensure_fd_no_transport(self, fd):
+            asked.append(fd)
+            return super()._ensure_fd_no_transport(fd)
+
+    lp.close()
+    lp = Checking()
+    try:
+        async def main():
+            listener, client = tcp_pair()
+            with listener, client:
+                await lp.sock_connect(client, listener.getsockname())
+                conn, _ = await lp.sock_accept(listener)
+                with conn:
+                    asked.clear()
+                    task = asyncio.ensure_future(lp.sock_recv(conn, 10))
+                    await asyncio.sleep(0)
+                    assert asked == [conn.fileno()]
+                    await lp.sock_sendall(client, b'y')
+                    assert await task == b'y'
+        lp.run_until_complete(main())
+    finally:
+        lp.close()
+
+
 def test_fd_owned_by_a_transport_is_refused_when_waiting(loop):
     # asyncio checks only once the operation has to wait for the fd.
     async def main():
