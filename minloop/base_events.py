@@ -31,6 +31,7 @@ from .datagram import DatagramTransport as _DatagramTransport
 from .loop import LoopCore
 from .pipes import ReadPipeTransport as _ReadPipeTransport
 from .pipes import WritePipeTransport as _WritePipeTransport
+from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
 
 _BaseEventLoop = _aio_base.BaseEventLoop
@@ -351,6 +352,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     # (LoopCore); the check that an fd is not a transport's is asyncio's.
 
     _ensure_fd_no_transport = _BaseSelectorEventLoop._ensure_fd_no_transport
+
+    @property
+    def _selector(self):
+        """asyncio's selector, as a read-only view of the fd table
+        (selector_view.pyx); None once the loop is closed, as asyncio's."""
+        if self.is_closed():
+            return None
+        return _FdTableView(self)
 
     # ------------------------------------------------------------------
     # Completion based I/O: the sock_* coroutines are compiled

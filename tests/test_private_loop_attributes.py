@@ -6,7 +6,11 @@ them: minloop's is a read-only view of its fd table, selector_view.pyx).
 """
 
 import asyncio
+import selectors
+import socket
+
 import pytest
+from asyncio import selector_events
 
 # --- _run_once ----------------------------------------------------------------
 
@@ -99,3 +103,119 @@ def test_timers_due_within_the_clock_resolution_run_now(loop):
     loop.call_soon(loop.stop)
     loop.run_forever()
     assert ran == [1]
+
+
+# --- _selector -----------------------------------------------------------------
+
+
+@pytest.fixture
+def sockpair():
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_selector_keys(loop, sockpair):
+    a, b = sockpair
+    selector = loop._selector
+    with pytest.raises(KeyError, match="is not registered"):
+        selector.get_key(a)
+    loop.add_reader(a, lambda: None)
+    key = loop._selector.get_key(a)
+    assert (key.fileobj, key.fd, key.events) == (a, a.fileno(), selectors.EVENT_READ)
+    reader, writer = key.data
+    assert isinstance(reader, asyncio.Handle) and writer is None
+    assert not reader.cancelled()
+    loop.add_writer(a.fileno(), lambda: None)
+    key = loop._selector.get_key(a.fileno())
+    assert key.events == selectors.EVENT_READ | selectors.EVENT_WRITE
+    assert key.data[0] is reader and not key.data[1].cancelled()
+    # The fd given as an int: that is its file object.
+    loop.add_writer(b.fileno(), lambda: None)
+    assert loop._selector.get_key(b).fileobj == b.fileno()
+    assert selector_events._test_selector_event(loop._selector, a.fileno(),
+                                                selectors.EVENT_WRITE)
+    loop.remove_reader(a)
+    assert loop._selector.get_key(a).events == selectors.EVENT_WRITE
+    loop.remove_writer(a)
+    with pytest.raises(KeyError):
+        loop._selector.get_key(a)
+    assert not selector_events._test_selector_event(loop._selector, a.fileno(),
+                                                    selectors.EVENT_READ)
+
+
+def test_selector_lookup_errors(loop, sockpair):
+    a, b = sockpair
+    with pytest.raises(ValueError):
+        loop._selector.get_key(-1)
+    with pytest.raises(ValueError):
+        loop._selector.get_key(object())
+    # A socket closed since it was registered is still found by the object.
+    loop.add_reader(a, lambda: None)
+    fd = a.fileno()
+    a.close()
+    assert loop._selector.get_key(a).fd == fd
+    loop.remove_reader(a)
+
+
+def test_selector_map(loop, sockpair):
+    a, b = sockpair
+    loop.add_reader(a, lambda: None)
+    loop.add_writer(b, lambda: None)
+    mapping = loop._selector.get_map()
+    assert {a.fileno(), b.fileno()} <= set(mapping)
+    assert mapping[a].fd == a.fileno()
+    assert mapping[b.fileno()].events == selectors.EVENT_WRITE
+    assert a in mapping
+    assert len(mapping) == len(list(mapping))
+    loop.remove_reader(a)
+    loop.remove_writer(b)
+    assert a.fileno() not in loop._selector.get_map()
+
+
+def test_selector_after_close(loop_factory):
+    loop = loop_factory()
+    loop.close()
+    assert loop._selector is None
+
+
+def test_selector_sees_sock_operations(loop):
+    """A blocked sock_recv() waits with a reader on the socket's fd, until
+    it ends."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    with a, b:
+        async def main():
+            task = asyncio.ensure_future(loop.sock_recv(a, 10))
+            await asyncio.sleep(0)
+            assert loop._selector.get_key(a).events == selectors.EVENT_READ
+            b.send(b"x")
+            assert await task == b"x"
+            with pytest.raises(KeyError):
+                loop._selector.get_key(a)
+
+        loop.run_until_complete(main())
+
+
+def test_minloop_selector_is_a_read_only_view(loop, loop_kind, sockpair):
+    if loop_kind != "minloop":
+        pytest.skip("asyncio's loop has a real selector")
+    a, b = sockpair
+    selector = loop._selector
+    assert isinstance(selector, selectors.BaseSelector)
+    assert type(selector).__name__ == "FdTableView"
+    for call in (lambda: selector.register(a, selectors.EVENT_READ),
+                 lambda: selector.modify(a, selectors.EVENT_READ),
+                 lambda: selector.unregister(a),
+                 lambda: selector.select(0)):
+        with pytest.raises(NotImplementedError):
+            call()
+    with pytest.raises(KeyError):
+        loop._selector.get_key(a)
+    # A view kept after the loop closed: a closed selector.
+    loop.close()
+    assert selector.get_map() is None
+    with pytest.raises(RuntimeError, match="Selector is closed"):
+        selector.get_key(a)
