@@ -378,9 +378,11 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     sock_accept = _sock_ops.sock_accept
 
     # sock_sendfile: asyncio's own (argument checks, the choice of path, the
-    # read-and-send fallback) over the compiled native hook.
+    # read-and-send fallback), and its native path's checks (os.sendfile
+    # available, a file with an fd and a size), over the compiled step.
     sock_sendfile = _BaseEventLoop.sock_sendfile
-    _sock_sendfile_native = _sock_ops._sock_sendfile_native
+    _sock_sendfile_native = _UnixSelectorEventLoop._sock_sendfile_native
+    _sock_sendfile_native_impl = _sock_ops._sock_sendfile_native_impl
     _sock_sendfile_fallback = _BaseEventLoop._sock_sendfile_fallback
     _check_sendfile_params = _BaseEventLoop._check_sendfile_params
 
