@@ -310,6 +310,16 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
     def buffer_updated(self, Py_ssize_t nbytes):
         self._incoming_write(self._ssl_buffer_view[:nbytes])
+        self._incoming_received()
+
+    def data_received(self, data):
+        """Ciphertext from a transport that calls data_received(), as
+        asyncio's transports did for its TLS layer before 3.11 (a plain
+        Protocol then): the same as get_buffer() and buffer_updated()."""
+        self._incoming_write(data)
+        self._incoming_received()
+
+    cdef _incoming_received(self):
         if self._state == WRAPPED:
             self._do_read()
         elif self._state == DO_HANDSHAKE:

@@ -501,3 +501,16 @@ def test_close_during_the_handshake_aborts_as_asyncio_does(impl):
     loop.run_until_complete(asyncio.sleep(0))   # the handshake waits for the peer
     proto._app_transport.close()
     assert calls == ([("_force_close", None)] if passes_exc else ["abort"])
+
+
+def test_data_received_is_buffer_updated(impl):
+    """A transport that calls data_received(), as asyncio's did for its TLS
+    layer before 3.11, drives minloop's layer as get_buffer() and
+    buffer_updated() do (asyncio's 3.11+ layer has only the latter)."""
+    loop, cls = impl
+    if not hasattr(cls, "data_received"):
+        pytest.skip("asyncio's 3.11+ SSLProtocol is fed by buffer_updated() only")
+    proto, transport, peer, app = connect(impl)
+    proto.data_received(peer.records(b"hello"))
+    proto.data_received(peer.records(b" world"))
+    assert app.received() == b"hello world"
