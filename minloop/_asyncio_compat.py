@@ -53,6 +53,11 @@ PIPE_READING_API = 'is_reading' in vars(_unix_events._UnixReadPipeTransport)
 # (3.12.8/3.13.1, gh-118950).
 TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_closing')
 
+# SSLProtocol._abort(exc) ends the connection with the socket transport's
+# _force_close(exc) (3.13); before, _abort() took no argument and called the
+# transport's abort() (which is _force_close(None) on asyncio's transports).
+TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).parameters
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones

@@ -31,6 +31,7 @@ from .datagram import DatagramTransport as _DatagramTransport
 from .loop import LoopCore
 from .pipes import ReadPipeTransport as _ReadPipeTransport
 from .pipes import WritePipeTransport as _WritePipeTransport
+from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
 
 _BaseEventLoop = _aio_base.BaseEventLoop
@@ -352,6 +353,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
 
     _ensure_fd_no_transport = _BaseSelectorEventLoop._ensure_fd_no_transport
 
+    @property
+    def _selector(self):
+        """asyncio's selector, as a read-only view of the fd table
+        (selector_view.pyx); None once the loop is closed, as asyncio's."""
+        if self.is_closed():
+            return None
+        return _FdTableView(self)
+
     # ------------------------------------------------------------------
     # Completion based I/O: the sock_* coroutines are compiled
     # (sock_ops.pyx), following asyncio's selector loop step for step.  Each
@@ -369,9 +378,11 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     sock_accept = _sock_ops.sock_accept
 
     # sock_sendfile: asyncio's own (argument checks, the choice of path, the
-    # read-and-send fallback) over the compiled native hook.
+    # read-and-send fallback), and its native path's checks (os.sendfile
+    # available, a file with an fd and a size), over the compiled step.
     sock_sendfile = _BaseEventLoop.sock_sendfile
-    _sock_sendfile_native = _sock_ops._sock_sendfile_native
+    _sock_sendfile_native = _UnixSelectorEventLoop._sock_sendfile_native
+    _sock_sendfile_native_impl = _sock_ops._sock_sendfile_native_impl
     _sock_sendfile_fallback = _BaseEventLoop._sock_sendfile_fallback
     _check_sendfile_params = _BaseEventLoop._check_sendfile_params
 

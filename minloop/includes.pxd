@@ -142,12 +142,6 @@ cdef extern from "net_compat.h" nogil:
     ssize_t sendmsg(int fd, const msghdr *msg, int flags)
 
 
-cdef extern from "sendfile.h" nogil:
-    enum:
-        SENDFILE_AVAILABLE
-    ssize_t sendfile_chunk(int sock, int file, int64_t offset, size_t count)
-
-
 # --- The system's and CPython's own calls the .pyx files make directly ---
 # (recv/send without the socket module; a bytes object as a pointer we own.)
 

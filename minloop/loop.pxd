@@ -50,7 +50,9 @@ cdef class LoopCore:
         public bint _debug
         public object _task_factory
         unsigned long _thread_ident
-        double _clock_resolution
+        # asyncio's attribute: a timer due less than this from now runs
+        # in the current iteration.
+        public double _clock_resolution
         public double slow_callback_duration
         public object _current_handle
 

@@ -478,8 +478,17 @@ cdef class LoopCore:
             # (asyncio's pure-Python ones, which keep the loop in a
             # threading.local) must see this loop running.
             _aio_events._set_running_loop(self)
+            # asyncio's loop calls self._run_once() on every turn, so a
+            # subclass or the instance itself may replace it.  Looked up
+            # once per run: unless replaced, the compiled iteration runs.
+            run_once = self._run_once
+            if getattr(run_once, '__func__', None) is LoopCore._run_once:
+                run_once = None
             while True:
-                self._run_iteration()
+                if run_once is None:
+                    self._run_iteration()
+                else:
+                    run_once()
                 if self._stopping:
                     break
         finally:

@@ -53,13 +53,12 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
 from libc.errno cimport errno, EINTR, ENOTCONN
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, INT64_MAX
 from posix.types cimport off_t
 from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle, handle_cancelled
-from .includes cimport (POLLER_READ, POLLER_WRITE, SENDFILE_AVAILABLE,
-                        sendfile_chunk, c_recv, c_send, PY_SSIZE_T_MAX,
+from .includes cimport (POLLER_READ, POLLER_WRITE, c_recv, c_send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
@@ -251,12 +250,12 @@ cdef class _SockWait:
         int which            # POLLER_READ or POLLER_WRITE
         Handle handle        # ours while not cancelled
 
-    cdef object _arm(self, LoopCore loop, object sock, int which):
+    cdef object _arm(self, LoopCore loop, object sock, int which, object fut=None):
         # asyncio's order: the future, the fd, the transport check, then
-        # the reader or writer.
+        # the reader or writer.  `fut`: one the caller made, else a new one.
         self.loop = loop
         self.sock = sock
-        self.fut = loop.create_future()
+        self.fut = loop.create_future() if fut is None else fut
         fd = sock.fileno()
         _ensure_fd_no_transport(loop, fd)
         self.fd = fd
@@ -433,12 +432,20 @@ cdef class _SendfileWait(_SockWait):
     an error -- seeks the file to just after the bytes sent, as asyncio does
     (sendfile() itself leaves the file's position alone); a cancelled one
     leaves the position where it was, as asyncio's does.
+
+    Each chunk is one os.sendfile() call, looked up on the os module at the
+    call as asyncio's is: it makes the syscall without the GIL, retries it
+    on EINTR (PEP 475) and settles the platforms' signatures and partial
+    sends; an os.sendfile replaced at run time is the one used.
     """
     cdef:
         int fileno
         int64_t offset       # where the next chunk starts
         int64_t count        # the bytes to send in all; 0: to the end of file
-        int64_t fsize        # the file's size at the start
+        # The file's size at the start: after a partial chunk that ends
+        # before it, the socket is full.  (INT64_MAX: not known; a partial
+        # chunk then always waits for the socket.)
+        int64_t fsize
         int64_t total_sent
         bint started         # a sendfile() was made (asyncio: registered_fd)
         readonly bint concluded  # it ended, and the position is settled
@@ -448,7 +455,9 @@ cdef class _SendfileWait(_SockWait):
         the first step: the bytes sent, or _AGAIN to wait for the socket."""
         cdef int fileno
         cdef int64_t fsize
-        if not SENDFILE_AVAILABLE:
+        try:
+            _os.sendfile
+        except AttributeError:
             raise _SendfileNotAvailableError("os.sendfile() is not available")
         try:
             fileno = file.fileno()
@@ -474,10 +483,7 @@ cdef class _SendfileWait(_SockWait):
     cdef object _step(self):
         """Send chunks until all went, the file ended, or the socket is full."""
         cdef int64_t blocksize
-        cdef int64_t offset
-        cdef ssize_t n
-        cdef int fd
-        cdef int fileno = self.fileno
+        cdef Py_ssize_t n
         while True:
             if self.count:
                 blocksize = self.count - self.total_sent
@@ -490,19 +496,21 @@ cdef class _SendfileWait(_SockWait):
             if blocksize > _MAX_CHUNK:
                 blocksize = _MAX_CHUNK
             fd = self.sock.fileno()
-            offset = self.offset
-            # Without the GIL, as os.sendfile(): reading the file may wait
-            # for the disk.
-            with nogil:
-                n = sendfile_chunk(fd, fileno, offset, <size_t>blocksize)
-            if n < 0:
-                if -n == EINTR:
-                    self._check_signals()
-                    continue
-                if would_block(-n):
-                    self.started = True
-                    return _AGAIN
-                self._fail(-n)
+            try:
+                sent = _os.sendfile(fd, self.fileno, self.offset, blocksize)
+            except (BlockingIOError, InterruptedError):
+                self.started = True
+                return _AGAIN
+            except OSError as exc:
+                self._fail(exc)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException:
+                # What a signal handler raised, say: asyncio reports it as
+                # the sendfile's error.
+                self._end()
+                raise
+            n = sent
             self.started = True
             if n == 0:
                 return self._end()   # the end of the file
@@ -521,9 +529,9 @@ cdef class _SendfileWait(_SockWait):
                 raise os_error(errno)
         return self.total_sent
 
-    cdef int _fail(self, int err) except -1:
-        exc = os_error(err)
-        if self.started and err == ENOTCONN:
+    cdef int _fail(self, object exc) except -1:
+        """Raise os.sendfile()'s OSError `exc` as asyncio reports it."""
+        if self.started and exc.errno == ENOTCONN and type(exc) is not ConnectionError:
             # asyncio: the connection was closed in the middle of the
             # operation; the same error on every platform (its arguments
             # in asyncio's order).
@@ -539,21 +547,19 @@ cdef class _SendfileWait(_SockWait):
         self._end()
         raise exc
 
-    cdef int _check_signals(self) except -1:
-        # PEP 475: retry unless a signal handler raised; asyncio reports
-        # what it raised as the sendfile's error (SystemExit and
-        # KeyboardInterrupt go straight out of the loop).
-        try:
-            PyErr_CheckSignals()
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException:
-            self._end()
-            raise
-        return 0
-
     cdef object _attempt(self):
         return self._step()
+
+    def _future_done(self, fut):
+        """A done callback of a future this wait completes, where no
+        coroutine awaits it for us (_sock_sendfile_native_impl): stop
+        waiting however the future ended (asyncio removes its writer when it
+        is cancelled).  If it failed from outside -- the socket could not be
+        watched again -- settle the file's position as for any error; not
+        when cancelled (asyncio leaves the position then)."""
+        self._disarm()
+        if not self.concluded and not fut.cancelled() and fut.exception() is not None:
+            self._end()
 
 
 async def _finish_sendfile(_SendfileWait w, fut):
@@ -847,18 +853,53 @@ async def sock_accept(LoopCore self, sock):
 # sendfile: the native hooks under asyncio's sock_sendfile() and sendfile()
 # (base_events.py binds those two from asyncio, and these as their hooks)
 
-async def _sock_sendfile_native(LoopCore self, sock, file, offset, count):
-    """sendfile(2) from file to sock, zero-copy.
+def _sock_sendfile_native_impl(LoopCore self, fut, registered_fd, sock,
+                               fileno, offset, count, blocksize, total_sent):
+    """Send file `fileno` on sock from `offset`, completing `fut` with the
+    bytes sent: asyncio's unix_events step, with its signature.
 
-    Raises SendfileNotAvailableError where it cannot be used (a file with
-    no fd or that sendfile() cannot read; no sendfile() on this platform)
-    before anything was sent; sock_sendfile() then reads and sends instead.
+    sock_sendfile()'s native path is asyncio's own _sock_sendfile_native
+    (base_events.py binds it: its checks, in its module's words), which
+    makes `fut` and calls this once, with registered_fd None and total_sent
+    0.  asyncio calls it again as the socket's writer after every chunk;
+    here the wait (_SendfileWait) goes on by itself, so a caller that passes
+    registered_fd (that fd's writer is removed first, as asyncio does) or
+    total_sent (the bytes already sent: counted in the result, and they
+    decide the error, as in asyncio) only resumes such a send.  `blocksize`
+    is the file's size when `count` is None (as asyncio's passes it), else
+    it is recomputed from `count`.
+
+    It returns nothing: errors go to `fut` (SystemExit and KeyboardInterrupt
+    propagate); when `fut` is cancelled, it stops waiting and leaves the
+    file's position alone, as asyncio's does.
     """
-    cdef _SendfileWait w = _SendfileWait.__new__(_SendfileWait)
-    result = w._begin(sock, file, offset, count)
+    cdef _SendfileWait w
+    if registered_fd is not None:
+        self.remove_writer(registered_fd)
+    w = _SendfileWait.__new__(_SendfileWait)
+    w.sock = sock
+    w.fileno = fileno
+    w.offset = offset
+    w.count = count if count else 0
+    w.fsize = blocksize if not count else INT64_MAX
+    w.total_sent = total_sent
+    w.started = registered_fd is not None
+    if fut.cancelled():
+        w._end()   # asyncio: the position after what was sent, if anything
+        return
+    try:
+        result = w._step()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        fut.set_exception(exc)
+        return
     if result is not _AGAIN:
-        return result
-    return await _finish_sendfile(w, w._arm(self, sock, POLLER_WRITE))
+        fut.set_result(result)
+        return
+    # asyncio's order: the cancellation callback, then the writer.
+    fut.add_done_callback(w._future_done)
+    w._arm(self, sock, POLLER_WRITE, fut)
 
 
 async def _sendfile_native(LoopCore self, transp, file, offset, count):

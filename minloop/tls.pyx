@@ -22,7 +22,10 @@ messages; what differs is how the work is done:
 
 Where asyncio's versions differ, this follows 3.13 (abort passes its
 exception to the transport's _force_close; 3.11's _SSLProtocolTransport
-called _abort with an argument it did not take).  On Python 3.10, whose
+called _abort with an argument it did not take), except that an abort
+with no exception ends the socket transport with abort() where the running
+asyncio's does (before 3.13), _force_close(None) where it does not: the
+same end for a real transport.  On Python 3.10, whose
 asyncio has the older TLS layer (no shutdown timeout; it can hang in a
 TLS 1.3 shutdown), minloop runs this one too, with 3.11's defaults.
 """
@@ -58,6 +61,7 @@ cdef object _BufferedProtocol = _aio_protocols.BufferedProtocol
 cdef object _CancelledError = _aio_exceptions.CancelledError
 cdef object _TimeoutError = _aio_exceptions.TimeoutError
 cdef bint _CLOSING_FOLLOWS_TRANSPORT = _asyncio_compat.TLS_CLOSING_FOLLOWS_TRANSPORT
+cdef bint _ABORT_PASSES_EXC = _asyncio_compat.TLS_ABORT_PASSES_EXC
 cdef object _deque = collections.deque
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
@@ -306,6 +310,16 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
     def buffer_updated(self, Py_ssize_t nbytes):
         self._incoming_write(self._ssl_buffer_view[:nbytes])
+        self._incoming_received()
+
+    def data_received(self, data):
+        """Ciphertext from a transport that calls data_received(), as
+        asyncio's transports did for its TLS layer before 3.11 (a plain
+        Protocol then): the same as get_buffer() and buffer_updated()."""
+        self._incoming_write(data)
+        self._incoming_received()
+
+    cdef _incoming_received(self):
         if self._state == WRAPPED:
             self._do_read()
         elif self._state == DO_HANDSHAKE:
@@ -512,7 +526,11 @@ cdef class SSLProtocol(BufferedProtocolBase):
     cdef _abort(self, exc):
         self._set_state(UNWRAPPED)
         if self._transport is not None:
-            self._transport._force_close(exc)
+            if exc is None and not _ABORT_PASSES_EXC:
+                # asyncio before 3.13 (the same end on a real transport).
+                self._transport.abort()
+            else:
+                self._transport._force_close(exc)
 
     # ------------------------------------------------------------------
     # Application data out: app -> SSL -> socket transport

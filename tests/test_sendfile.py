@@ -11,10 +11,12 @@ throughput.
 """
 
 import asyncio
+import errno
 import hashlib
 import io
 import os
 import random
+import selectors
 import socket
 import ssl
 import sys
@@ -780,3 +782,164 @@ def test_100mb_over_loopback(loop, pair, big_file, api):
         sender.close()
         thread.join()
     assert result == {"size": BIG_SIZE, "sha256": expected}
+
+
+# --- asyncio's native step: loop._sock_sendfile_native_impl ------------------
+#
+# asyncio's unix_events sends with _sock_sendfile_native_impl(fut,
+# registered_fd, sock, fileno, offset, count, blocksize, total_sent), which
+# completes fut; code outside the loop (CPython's tests) calls it directly.
+# Each chunk is an os.sendfile() call, looked up when it is made.
+
+def start_native_impl(loop, sock, file, offset=0, count=None, total_sent=0,
+                      registered_fd=None, fut=None):
+    """loop._sock_sendfile_native_impl as asyncio's _sock_sendfile_native
+    calls it (blocksize: the file's size when count is None); the future."""
+    fut = fut or loop.create_future()
+    blocksize = count if count else os.fstat(file.fileno()).st_size
+    loop._sock_sendfile_native_impl(fut, registered_fd, sock, file.fileno(),
+                                    offset, count, blocksize, total_sent)
+    return fut
+
+
+def is_registered(loop, sock):
+    try:
+        key = loop._selector.get_key(sock)
+    except KeyError:
+        return False
+    return bool(key.events & selectors.EVENT_WRITE)
+
+
+def test_native_impl_sends_all_and_completes_its_future(loop, small_pair, datafile, data):
+    sender, peer = small_pair
+
+    async def send():
+        fut = start_native_impl(loop, sender, datafile)
+        try:
+            sent = await fut
+            assert not is_registered(loop, sender)
+            return sent
+        finally:
+            sender.close()
+
+    sent, received = run_both(loop, send(), receive_all(loop, peer))
+    assert sent == SIZE and received == data
+    assert datafile.tell() == SIZE
+
+
+def test_native_impl_resumes_a_send(loop, pair, datafile, data):
+    """registered_fd and total_sent: the bytes sent so far count in the
+    result; that fd's writer (none here) is removed first."""
+    sender, peer = pair
+
+    async def send():
+        fut = start_native_impl(loop, sender, datafile, offset=1000,
+                                total_sent=1000, registered_fd=sender.fileno())
+        try:
+            return await fut
+        finally:
+            sender.close()
+
+    sent, received = run_both(loop, send(), receive_all(loop, peer))
+    assert received == data[1000:]
+    assert sent == SIZE
+    assert datafile.tell() == SIZE
+
+
+def test_native_impl_cancelled_stops_waiting(loop, small_pair, datafile):
+    """Cancelled while the socket is full: its writer goes, the file's
+    position stays where it was."""
+    sender, peer = small_pair
+
+    async def main():
+        fut = start_native_impl(loop, sender, datafile)
+        assert not fut.done()
+        assert is_registered(loop, sender)
+        fut.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert not is_registered(loop, sender)
+
+    loop.run_until_complete(main())
+    assert datafile.tell() == 0
+
+
+def test_native_impl_with_a_cancelled_future(loop, pair, datafile):
+    """A step that finds its future cancelled sends nothing, and seeks the
+    file past what was sent before (total_sent)."""
+    sender, peer = pair
+    fut = loop.create_future()
+    fut.cancel()
+    start_native_impl(loop, sender, datafile, offset=1000, total_sent=1000,
+                      registered_fd=sender.fileno(), fut=fut)
+    assert not is_registered(loop, sender)
+    assert datafile.tell() == 1000
+    peer.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        peer.recv(1)
+
+
+def test_native_impl_errors_go_to_the_future(loop, pair, datafile, monkeypatch):
+    """The first sendfile() failing: SendfileNotAvailableError; a later one:
+    its own error, the position just after what was sent."""
+    sender, peer = pair
+    err = OSError(errno.EINVAL, "no")
+
+    def failing_sendfile(*args):
+        raise err
+
+    monkeypatch.setattr(os, "sendfile", failing_sendfile)
+    fut = start_native_impl(loop, sender, datafile)
+    with pytest.raises(asyncio.SendfileNotAvailableError, match="os.sendfile call failed"):
+        fut.result()
+    assert datafile.tell() == 0
+    fut = start_native_impl(loop, sender, datafile, offset=1000, total_sent=1000,
+                            registered_fd=sender.fileno())
+    assert fut.exception() is err
+    assert datafile.tell() == 1000
+    assert not is_registered(loop, sender)
+
+
+def test_os_sendfile_replaced_at_run_time_is_used(loop, pair, datafile, data, monkeypatch):
+    sender, peer = pair
+    calls = []
+    real_sendfile = os.sendfile
+
+    def counting_sendfile(*args):
+        calls.append(args[2:])
+        return real_sendfile(*args)
+
+    monkeypatch.setattr(os, "sendfile", counting_sendfile)
+
+    async def send():
+        try:
+            return await loop.sock_sendfile(sender, datafile, 1000, None, fallback=False)
+        finally:
+            sender.close()
+
+    sent, received = run_both(loop, send(), receive_all(loop, peer))
+    assert received == data[1000:] and sent == SIZE - 1000
+    assert calls and calls[0][0] == 1000
+
+
+def test_without_os_sendfile(loop, pair, datafile, data, monkeypatch):
+    """Where os has no sendfile(), the native path is not available: without
+    fallback that is the error; with it, sock_sendfile() and sendfile() read
+    and send."""
+    sender, peer = pair
+    monkeypatch.delattr(os, "sendfile")
+    with pytest.raises(asyncio.SendfileNotAvailableError,
+                       match="os[.]sendfile[(][)] is not available"):
+        loop.run_until_complete(loop.sock_sendfile(sender, datafile, fallback=False))
+    assert datafile.tell() == 0
+
+    async def send():
+        sent = await loop.sock_sendfile(sender, datafile, 0, 1000)
+        tr, pr = await connect(loop, sender)
+        sent += await loop.sendfile(tr, datafile, 1000)
+        tr.close()
+        await pr.lost
+        return sent
+
+    sent, received = run_both(loop, send(), receive_all(loop, peer))
+    assert sent == SIZE and received == data

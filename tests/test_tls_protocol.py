@@ -9,6 +9,7 @@ specification; minloop.tls.SSLProtocol must behave the same.
 """
 
 import asyncio
+import inspect
 import os
 import random
 import ssl
@@ -479,3 +480,37 @@ def test_second_close_then_use(impl):
     with pytest.raises(AttributeError):
         app.transport.get_extra_info("cipher")
     app.transport.abort()   # a no-op once the protocol is gone
+
+
+def test_close_during_the_handshake_aborts_as_asyncio_does(impl):
+    """Closed before its handshake is done, the layer ends the socket
+    transport with abort() where the running asyncio's SSLProtocol._abort()
+    takes no exception (before 3.13), with _force_close(None) where it takes
+    one (3.13+): the same end for a real transport, but a transport that is
+    not asyncio's sees the call asyncio makes."""
+    from asyncio import sslproto
+    passes_exc = "exc" in inspect.signature(sslproto.SSLProtocol._abort).parameters
+    loop, cls = impl
+    proto = cls(loop, App(), server_context(), None, server_side=True)
+    loop.layers.append(proto)
+    transport = RecordingTransport()
+    calls = []
+    transport.abort = lambda: calls.append("abort")
+    transport._force_close = lambda exc: calls.append(("_force_close", exc))
+    proto.connection_made(transport)
+    loop.run_until_complete(asyncio.sleep(0))   # the handshake waits for the peer
+    proto._app_transport.close()
+    assert calls == ([("_force_close", None)] if passes_exc else ["abort"])
+
+
+def test_data_received_is_buffer_updated(impl):
+    """A transport that calls data_received(), as asyncio's did for its TLS
+    layer before 3.11, drives minloop's layer as get_buffer() and
+    buffer_updated() do (asyncio's 3.11+ layer has only the latter)."""
+    loop, cls = impl
+    if not hasattr(cls, "data_received"):
+        pytest.skip("asyncio's 3.11+ SSLProtocol is fed by buffer_updated() only")
+    proto, transport, peer, app = connect(impl)
+    proto.data_received(peer.records(b"hello"))
+    proto.data_received(peer.records(b" world"))
+    assert app.received() == b"hello world"

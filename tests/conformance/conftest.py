@@ -52,8 +52,9 @@ traceback and exit the process (then record it in the registry as NotRun, and
 report it as a loop bug).  MINLOOP_CONFORMANCE_TIMEOUT changes the limit.
 
 Other Python versions: each runs its own test.test_asyncio (a module it lacks
-is skipped); the registry can key entries per version.  CI runs this suite on
-3.11 only, where the registry must be exact.
+is skipped); a registry entry may depend on the running asyncio (never on
+a version list).  CI runs this suite on 3.11 only, where the registry must
+be exact.
 """
 
 import asyncio

@@ -11,13 +11,13 @@ Bound here:
   transport (handshake, timeouts, close during the handshake, extra info,
   EOF, writes after close, set_protocol).  The tests build
   asyncio.sslproto.SSLProtocol; for each test that name is the
-  implementation's own layer (minloop.tls.SSLProtocol for minloop).  3.11+
-  only: 3.10's tests are of asyncio's older TLS layer.
+  implementation's own layer (minloop.tls.SSLProtocol for minloop).  On
+  3.10 they are tests of asyncio's older layer (a plain Protocol fed by
+  data_received()); minloop's takes data_received() too, and passes them.
 
 Left out: the Selector/Proactor classes, which run the mixin on asyncio's
 loops.
 """
-import sys
 import unittest
 from asyncio import sslproto
 from unittest import mock
@@ -37,7 +37,6 @@ class StartTLSTests(_sslproto.BaseStartTLS, unittest.TestCase):
 
 
 @unittest.skipIf(_sslproto.ssl is None, 'No ssl module')
-@unittest.skipIf(sys.version_info < (3, 11), "3.10's tests are of another TLS layer")
 class SslProtoHandshakeTests(_sslproto.SslProtoHandshakeTests):
 
     def setUp(self):

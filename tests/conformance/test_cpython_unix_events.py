@@ -11,11 +11,11 @@ Bound here:
   fd that a transport (create_connection(sock=)) owns; its setUp asks the
   policy (asyncio.new_event_loop()), which is the loop under test's.
 * SelectorEventLoopUnixSockSendfileTests -- loop._sock_sendfile_native(), the
-  hook under sock_sendfile() that minloop implements, refusing files it
-  cannot send (no fd, io.BytesIO, a bad fd); its setUp asks the policy too.
-  Its other tests call asyncio's private _sock_sendfile_native_impl, read
-  loop._selector or patch asyncio.unix_events' os module: they are in the
-  xfail registry.
+  hook under sock_sendfile(), refusing files it cannot send (no fd,
+  io.BytesIO, a bad fd, no os.sendfile in asyncio.unix_events' os), and
+  asyncio's per-step _sock_sendfile_native_impl (minloop's, with its
+  signature) with os.sendfile patched, checked through loop._selector
+  (minloop's: a read-only view of its fd table); its setUp asks the policy.
 
 Left out, because they never run the loop under test's own I/O:
 
