@@ -37,7 +37,7 @@ from libc.errno cimport errno, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg)
+                        iovec, msghdr, recv, send, sendmsg, fdt_owner)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore
@@ -265,8 +265,12 @@ cdef class SocketTransport(StreamTransportBase):
         address as accept() returned it (asyncio's extra={'peername': addr}),
         so that no dict is made."""
         cdef LoopCore core = <LoopCore?>loop
-        # Python lets __init__ run twice: the fd owned so far is let go of.
-        self._disown_fd()
+        if self._owns_fd():
+            # __init__ run again (Python lets it): asyncio's _transports
+            # keeps the first fd's entry too.  Ours leaves the fd table,
+            # where only the fd __dealloc__ will let go of may name us.
+            self._disown_fd()
+            self._core._transports[self._sock_fd] = self
         if extra is not None:
             # A dict given is the dict, filled in as asyncio fills it.
             self._extra = extra
@@ -326,6 +330,10 @@ cdef class SocketTransport(StreamTransportBase):
         if waiter is not None:
             loop.call_soon(_set_result_unless_cancelled, waiter, None)
 
+    cdef bint _owns_fd(self) noexcept:
+        return (self._core is not None and
+                fdt_owner(&self._core._fd_table, self._sock_fd) == <void *>self)
+
     cdef void _disown_fd(self) noexcept:
         # Pure C, for __dealloc__: _core is None only for an instance whose
         # __cinit__ failed.
@@ -343,6 +351,10 @@ cdef class SocketTransport(StreamTransportBase):
                                        self._buffer_size)
 
     def __del__(self):
+        # asyncio's _transports entry is a weak reference: the collector
+        # clears it before finalizers run, even if this one resurrects us
+        # (warn_unclosed's warning holds the transport as its source).
+        self._disown_fd()
         if self._sock is not None:
             warn_unclosed(self, self._sock)
             self._keep_transport_socket()
