@@ -105,8 +105,6 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         self._coroutine_origin_tracking_enabled = False
         self._coroutine_origin_tracking_saved_depth = None
         self._current_handle = None
-        # fd -> the transport that owns it (sock_* and add_reader refuse it).
-        self._transports = weakref.WeakValueDictionary()
         # Listening Unix socket -> inode of its path, for the path's removal
         # when the server closes (3.13's create_unix_server(cleanup_socket=)).
         self._unix_server_sockets = {}
@@ -349,9 +347,8 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
 
     # ------------------------------------------------------------------
     # Ready-based callback registration: add_reader & co are compiled
-    # (LoopCore); the check that an fd is not a transport's is asyncio's.
-
-    _ensure_fd_no_transport = _BaseSelectorEventLoop._ensure_fd_no_transport
+    # (LoopCore), and so are _transports (fd -> transport, a mapping over
+    # the fd table) and asyncio's _ensure_fd_no_transport check over it.
 
     @property
     def _selector(self):

@@ -93,6 +93,9 @@ cdef extern from "fd_table.h" nogil:
     int fdt_idle(const fd_table *t, int fd)
     int fdt_mask(const fd_table *t, int fd)
     int fdt_oneshot(const fd_table *t, int fd)
+    void *fdt_owner(const fd_table *t, int fd)
+    void fdt_set_owner(fd_table *t, int fd, void *owner)
+    void fdt_disown(fd_table *t, int fd, const void *owner)
     int fdt_set_interest(fd_table *t, poller *p, int fd, int mask)
     int fdt_install(fd_table *t, poller *p, int fd, int which,
                     void *item, int oneshot, void **old)

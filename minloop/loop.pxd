@@ -31,6 +31,10 @@ cdef class LoopCore:
         readonly unsigned long _poller_changes
         # Events the poller reported for fds other than the wake-up fd.
         readonly unsigned long _fd_events
+        # asyncio's loop._transports for transports that are not the fd
+        # table's owners (the datagram transport, anything stored through
+        # the _transports mapping): a WeakValueDictionary, None until then.
+        object _other_transports
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
         dict _fd_objects
@@ -75,6 +79,10 @@ cdef class LoopCore:
     cdef Handle _add_oneshot_handle(self, int fd, int which, object callback)
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1
+    cdef int _own_fd(self, int fd, object transport) except -1
+    cdef void _disown_fd(self, int fd, object transport) noexcept
+    cdef object _transport_of(self, object fd)
+    cdef object _other_transports_dict(self)
     cdef int _open_kernel_objects(self) except -1
     cdef int _reopen_after_fork(self) except -1
     cdef void _release_poller(self)

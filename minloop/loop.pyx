@@ -16,6 +16,8 @@ import sys
 import time
 import weakref
 
+from collections.abc import MutableMapping as _MutableMapping
+
 from asyncio import base_events as _aio_base_events
 from asyncio import coroutines as _aio_coroutines
 from asyncio import events as _aio_events
@@ -875,8 +877,78 @@ cdef class LoopCore:
         handle_cancel(<Handle>old)
         return True
 
-    # _ensure_fd_no_transport (refusing a transport's fd) is asyncio's
-    # selector loop's, bound in base_events.Loop.
+    # ------------------------------------------------------------------
+    # Transports' fds: asyncio's loop._transports
+    #
+    # asyncio keeps fd -> transport in a WeakValueDictionary, so that
+    # add_reader() and the sock_* methods refuse a live transport's fd: a
+    # weak reference and a dict entry per connection.  Here the stream
+    # transport is named in its fd's slot of the fd table instead (a
+    # borrowed pointer: src/fd_table.h, "Owners"); the few others (datagram
+    # transports, what code stores through the mapping) go to a
+    # WeakValueDictionary as before.  loop._transports is a mapping over
+    # both, with asyncio's meaning: a transport stays in it while it lives
+    # (closed or not), until a newer one takes its fd number.
+
+    cdef int _own_fd(self, int fd, object transport) except -1:
+        """loop._transports[fd] = transport, for a transport that calls
+        _disown_fd() before it dies (the stream transport's __dealloc__)."""
+        cdef int rc
+        if fd < 0:
+            # A closed socket's -1: asyncio's dict takes it; so does ours.
+            self._other_transports_dict()[fd] = transport
+            return 0
+        rc = fdt_reserve(&self._fd_table, fd)
+        if rc == -ENOMEM:
+            raise MemoryError()
+        if rc < 0:
+            _raise_errno(rc)
+        fdt_set_owner(&self._fd_table, fd, <void *>transport)
+        if self._other_transports is not None:
+            self._other_transports.pop(fd, None)
+        return 0
+
+    cdef void _disown_fd(self, int fd, object transport) noexcept:
+        """transport is dying: forget it as fd's owner, if it still is."""
+        fdt_disown(&self._fd_table, fd, <void *>transport)
+
+    cdef object _transport_of(self, object fd):
+        """loop._transports.get(fd): the fd table's owner, or else the
+        other transports' entry, or None."""
+        cdef void *owner
+        if isinstance(fd, int) and 0 <= fd < fdt_size(&self._fd_table):
+            owner = fdt_owner(&self._fd_table, <int>fd)
+            if owner != NULL:
+                return <object>owner
+        if self._other_transports is not None:
+            return self._other_transports.get(fd)
+        return None
+
+    cdef object _other_transports_dict(self):
+        if self._other_transports is None:
+            self._other_transports = weakref.WeakValueDictionary()
+        return self._other_transports
+
+    @property
+    def _transports(self):
+        """fd -> the transport using it (asyncio's attribute): a mapping."""
+        return _TransportMap(self)
+
+    def _ensure_fd_no_transport(self, fd):
+        # asyncio's selector loop's, over our mapping.
+        fileno = fd
+        if not isinstance(fileno, int):
+            try:
+                fileno = int(fileno.fileno())
+            except (AttributeError, TypeError, ValueError):
+                # This code matches selectors._fileobj_to_fd function.
+                raise ValueError(f"Invalid file object: {fd!r}") from None
+        transport = self._transport_of(fileno)
+        if transport is not None and not transport.is_closing():
+            raise RuntimeError(
+                f'File descriptor {fd!r} is used by transport '
+                f'{transport!r}')
+
     def add_reader(self, fd, callback, *args):
         """Start watching the file descriptor for read availability."""
         self._ensure_fd_no_transport(fd)
@@ -956,6 +1028,75 @@ cdef class LoopCore:
         ring_free(&self._released[1])
         self._release_poller()
         wakeup_close(&self._wakeup)
+
+
+# ----------------------------------------------------------------------
+# loop._transports
+
+
+class _TransportMap(_MutableMapping):
+    """loop._transports: fd -> transport, as asyncio's WeakValueDictionary
+    answers (see LoopCore._own_fd).  A view: it holds nothing itself."""
+
+    __slots__ = ('_core',)
+
+    def __init__(self, core):
+        self._core = core
+
+    def __getitem__(self, fd):
+        transport = (<LoopCore>self._core)._transport_of(fd)
+        if transport is None:
+            return {}[fd]   # a dict's error: KeyError, or TypeError if unhashable
+        return transport
+
+    def __setitem__(self, fd, transport):
+        cdef LoopCore core = <LoopCore>self._core
+        # Never into the fd table: only a transport that lets go of the
+        # slot itself may be named there.  What it named for fd is replaced.
+        core._other_transports_dict()[fd] = transport
+        _forget_owner(core, fd)
+
+    def __delitem__(self, fd):
+        cdef LoopCore core = <LoopCore>self._core
+        if _forget_owner(core, fd):
+            return
+        if core._other_transports is None:
+            del {}[fd]   # KeyError, as a dict raises it
+        del core._other_transports[fd]
+
+    def __iter__(self):
+        cdef LoopCore core = <LoopCore>self._core
+        cdef int fd = 0
+        # Asked again at each step: the table may change in between.
+        while fd < fdt_size(&core._fd_table):
+            if fdt_owner(&core._fd_table, fd) != NULL:
+                yield fd
+            fd += 1
+        if core._other_transports is not None:
+            yield from list(core._other_transports.keys())
+
+    def __len__(self):
+        cdef LoopCore core = <LoopCore>self._core
+        cdef int fd
+        cdef Py_ssize_t n = 0
+        for fd in range(fdt_size(&core._fd_table)):
+            if fdt_owner(&core._fd_table, fd) != NULL:
+                n += 1
+        if core._other_transports is not None:
+            n += len(core._other_transports)
+        return n
+
+    def __repr__(self):
+        return f'<{type(self).__name__} {dict(self.items())!r}>'
+
+
+cdef bint _forget_owner(LoopCore core, object fd):
+    """Clear fd's owner in core's fd table; whether it had one."""
+    if isinstance(fd, int) and 0 <= fd < fdt_size(&core._fd_table):
+        if fdt_owner(&core._fd_table, <int>fd) != NULL:
+            fdt_set_owner(&core._fd_table, <int>fd, NULL)
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------

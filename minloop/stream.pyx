@@ -37,7 +37,7 @@ from libc.errno cimport errno, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg)
+                        iovec, msghdr, recv, send, sendmsg, fdt_owner)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore
@@ -167,6 +167,28 @@ cdef object _share_host(object addr):
     return (shared,) + (<tuple>addr)[1:]
 
 
+# An accepted connection's local address: the same few for all of a
+# server's connections, so the tuples are shared as the host strings are,
+# with the same bound.
+cdef dict _addrs = {}
+
+
+cdef object _share_addr(object addr):
+    """addr, or an equal tuple kept from an earlier connection."""
+    if type(addr) is not tuple:
+        return addr
+    try:
+        shared = _addrs.get(addr)
+    except TypeError:
+        return addr   # not hashable: never the socket module's
+    if shared is not None:
+        return shared
+    addr = _share_host(addr)
+    if len(_addrs) < _HOSTS_KEPT:
+        _addrs[addr] = addr
+    return addr
+
+
 cdef inline bint _would_block(int err) noexcept:
     # asyncio's transports treat InterruptedError as BlockingIOError: the
     # level-triggered poller calls again.
@@ -174,6 +196,7 @@ cdef inline bint _would_block(int err) noexcept:
 
 
 @cython.final
+@cython.no_gc_clear
 cdef class SocketTransport(StreamTransportBase):
     """A TCP or Unix stream socket, as asyncio's _SelectorSocketTransport."""
 
@@ -182,9 +205,13 @@ cdef class SocketTransport(StreamTransportBase):
         readonly object _loop     # None once connection_lost() has run
         LoopCore _core            # the same loop, kept
         readonly int _sock_fd
+        # asyncio's `_extra` dict would have 'peername' first (an accepted
+        # connection's, given to the constructor).
+        bint _peername_given
         readonly object _sock     # None once connection_lost() has run
         readonly object _protocol
         readonly bint _protocol_connected
+        bint _buffered            # the protocol is a BufferedProtocol
         readonly object _server
         # Data not yet sent, oldest first: bytes objects only.  The first
         # `_buffer_head` bytes of _buffer[0] have been sent already.  None
@@ -193,22 +220,30 @@ cdef class SocketTransport(StreamTransportBase):
         list _buffer
         Py_ssize_t _buffer_head
         Py_ssize_t _buffer_size   # bytes still to send
-        readonly bint _protocol_paused
         readonly Py_ssize_t _high_water
         readonly Py_ssize_t _low_water
         # Set when connection_lost() is scheduled; then counts the writes
         # attempted since, as asyncio's does.
         readonly Py_ssize_t _conn_lost
+        # The flags (C ints) go in pairs between the 8-byte fields, so that
+        # the struct has no holes: _protocol_paused here, with the others,
+        # not beside _high_water; _buffered beside _protocol_connected.
+        readonly bint _protocol_paused
         readonly bint _closing
         readonly bint _paused
-        bint _buffered            # the protocol is a BufferedProtocol
         readonly bint _eof
         # Set while loop.sendfile() uses the socket: first its wait for an
         # empty buffer, then (sock_ops._sendfile_native) the send's own
         # future, which closing the transport fails.  write() raises while
         # it is set.
         public object _empty_waiter
-        object __weakref__        # for loop._transports
+        # get_extra_info()'s three keys, each kept in a field (see
+        # get_extra_info): captured at construction, as asyncio's dict has
+        # them, and still there after close.  _trsock is made on first use.
+        object _sockname
+        object _peername
+        object _trsock
+        object __weakref__        # users may hold transports weakly
 
     max_size = READ_SIZE
     _start_tls_compatible = True
@@ -222,22 +257,57 @@ cdef class SocketTransport(StreamTransportBase):
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None,
                  server=None):
-        if extra is None:
-            extra = {}
-        self._extra = extra
-        extra['socket'] = _TransportSocket(sock)
-        try:
-            extra['sockname'] = _share_host(sock.getsockname())
-        except OSError:
-            extra['sockname'] = None
-        if 'peername' not in extra:
+        self._setup(loop, sock, protocol, waiter, extra, False, None, server)
+
+    cdef _setup(self, loop, sock, protocol, waiter, extra, bint accepted,
+                peername, server):
+        """__init__; the accept loop calls it with `accepted` and the peer's
+        address as accept() returned it (asyncio's extra={'peername': addr}),
+        so that no dict is made."""
+        cdef LoopCore core = <LoopCore?>loop
+        if self._owns_fd():
+            # __init__ run again (Python lets it): asyncio's _transports
+            # keeps the first fd's entry too.  Ours leaves the fd table,
+            # where only the fd __dealloc__ will let go of may name us.
+            self._disown_fd()
+            self._core._transports[self._sock_fd] = self
+        if extra is not None:
+            # A dict given is the dict, filled in as asyncio fills it.
+            self._extra = extra
+            extra['socket'] = self._trsock = _TransportSocket(sock)
             try:
-                extra['peername'] = sock.getpeername()
+                extra['sockname'] = _share_host(sock.getsockname())
             except OSError:
-                extra['peername'] = None
-        extra['peername'] = _share_host(extra['peername'])
+                extra['sockname'] = None
+            if 'peername' not in extra:
+                try:
+                    extra['peername'] = sock.getpeername()
+                except OSError:
+                    extra['peername'] = None
+            extra['peername'] = _share_host(extra['peername'])
+            self._sockname = extra['sockname']
+            self._peername = extra['peername']
+            self._peername_given = False
+        else:
+            # No dict: get_extra_info() answers from the fields.
+            self._extra = None
+            self._trsock = None
+            try:
+                sockname = sock.getsockname()
+            except OSError:
+                sockname = None
+            # An accepted connection's local address is, nearly always, one
+            # of the server's few: share the tuple, not only its host.
+            self._sockname = _share_addr(sockname) if accepted else _share_host(sockname)
+            if not accepted:
+                try:
+                    peername = sock.getpeername()
+                except OSError:
+                    peername = None
+            self._peername = _share_host(peername)
+            self._peername_given = accepted
         self._loop = loop
-        self._core = <LoopCore?>loop
+        self._core = core
         self._sock = sock
         self._sock_fd = sock.fileno()
         self.set_protocol(protocol)
@@ -248,7 +318,9 @@ cdef class SocketTransport(StreamTransportBase):
                 server._attach(self)
             else:
                 server._attach()
-        loop._transports[self._sock_fd] = self
+        # asyncio's loop._transports[fd] = self: the fd table's slot points
+        # back at us (borrowed; __dealloc__ lets go of it).
+        core._own_fd(self._sock_fd, self)
         # Small writes go out without waiting for the peer's ACK (asyncio
         # disables Nagle's algorithm on every TCP transport).
         _set_nodelay(sock)
@@ -258,14 +330,34 @@ cdef class SocketTransport(StreamTransportBase):
         if waiter is not None:
             loop.call_soon(_set_result_unless_cancelled, waiter, None)
 
+    cdef bint _owns_fd(self) noexcept:
+        return (self._core is not None and
+                fdt_owner(&self._core._fd_table, self._sock_fd) == <void *>self)
+
+    cdef void _disown_fd(self) noexcept:
+        # Pure C, for __dealloc__: _core is None only for an instance whose
+        # __cinit__ failed.
+        if self._core is not None:
+            self._core._disown_fd(self._sock_fd, self)
+
+    def __dealloc__(self):
+        # The fd table's pointer to us is borrowed: it goes before we do.
+        # (No tp_clear -- @no_gc_clear -- so _core is still set here.)
+        self._disown_fd()
+
     def __repr__(self):
         return selector_transport_repr(self, self._sock, self._closing,
                                        self._sock_fd, self._loop, self._core,
                                        self._buffer_size)
 
     def __del__(self):
+        # asyncio's _transports entry is a weak reference: the collector
+        # clears it before finalizers run, even if this one resurrects us
+        # (warn_unclosed's warning holds the transport as its source).
+        self._disown_fd()
         if self._sock is not None:
             warn_unclosed(self, self._sock)
+            self._keep_transport_socket()
             self._sock = None
             self._detach_server()
 
@@ -281,8 +373,65 @@ cdef class SocketTransport(StreamTransportBase):
     # ------------------------------------------------------------------
     # BaseTransport
 
+    # asyncio keeps a dict per transport for get_extra_info(): 'socket',
+    # 'sockname' and 'peername', and a TransportSocket for the first.  For
+    # an idle server's connections that is most of what a connection costs
+    # beyond the kernel's, so here the three live in fields, the
+    # TransportSocket is made when first asked for, and the dict only when
+    # one is given to the constructor or someone reads `_extra` (then it
+    # holds what asyncio's holds, and is the one answer from then on).
+
     def get_extra_info(self, name, default=None):
-        return self._extra.get(name, default)
+        if self._extra is not None:
+            return self._extra.get(name, default)
+        if type(name) is not str:
+            # dict.get()'s own answer for any other key (equal to one of
+            # ours, unhashable...): ask the dict.
+            return self._extra_dict().get(name, default)
+        if name == 'peername':
+            return self._peername
+        if name == 'sockname':
+            return self._sockname
+        if name == 'socket':
+            return self._transport_socket()
+        return default
+
+    @property
+    def _extra(self):
+        return self._extra_dict()
+
+    @_extra.setter
+    def _extra(self, value):
+        self._extra = value
+
+    cdef object _extra_dict(self):
+        """`_extra`, made as asyncio's (in its key order) if not yet made."""
+        if self._extra is None:
+            trsock = self._transport_socket()
+            if self._peername_given:
+                self._extra = {'peername': self._peername, 'socket': trsock,
+                               'sockname': self._sockname}
+            else:
+                self._extra = {'socket': trsock, 'sockname': self._sockname,
+                               'peername': self._peername}
+        return self._extra
+
+    cdef object _transport_socket(self):
+        # The same TransportSocket every time.  After close it was made by
+        # _keep_transport_socket(); an instance that never had a socket
+        # (made by __new__ alone) has none.
+        if self._trsock is None and self._sock is not None:
+            self._trsock = _TransportSocket(self._sock)
+        return self._trsock
+
+    cdef void _keep_transport_socket(self) noexcept:
+        # Before _sock is cleared: get_extra_info('socket') answers with
+        # the (closed) socket after close, as asyncio's does.
+        if self._trsock is None and self._sock is not None:
+            try:
+                self._trsock = _TransportSocket(self._sock)
+            except BaseException:
+                pass
 
     def is_closing(self):
         return self._closing
@@ -693,6 +842,7 @@ cdef class SocketTransport(StreamTransportBase):
         finally:
             release_fd(self._core, self._sock_fd, self._buffer_size != 0)
             self._sock.close()
+            self._keep_transport_socket()
             self._sock = None
             self._protocol = None
             self._loop = None
@@ -742,8 +892,8 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                                 ssl_shutdown_timeout)
                 return None
             raise
-        extra = {'peername': addr}
         if sslcontext is not None:
+            extra = {'peername': addr}
             # TLS goes through asyncio's task-based path unchanged.
             if _HAS_SSL_SHUTDOWN_TIMEOUT:
                 accept = loop._accept_connection2(
@@ -759,15 +909,19 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
         # protocol factory runs in a fresh copy of the server's context:
         # what one connection sets must not leak into the next.
         _copy_context().run(_serve_connection, loop, protocol_factory, conn,
-                            extra, server)
+                            addr, server)
     return None
 
 
-def _serve_connection(loop, protocol_factory, conn, dict extra, server):
+def _serve_connection(loop, protocol_factory, conn, addr, server):
+    cdef SocketTransport transport
     protocol = None
     try:
         protocol = protocol_factory()
-        SocketTransport(loop, conn, protocol, None, extra, server)
+        # SocketTransport(loop, conn, protocol, None, {'peername': addr},
+        # server), without the dict.
+        transport = SocketTransport.__new__(SocketTransport, loop)
+        transport._setup(loop, conn, protocol, None, None, True, addr, server)
     except (SystemExit, KeyboardInterrupt):
         conn.close()
         raise

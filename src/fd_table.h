@@ -57,6 +57,19 @@
  * -errno on failure.  None touches Python or locks anything: the owner
  * makes its calls one at a time (the loop's, from its own thread).
  *
+ * Owners
+ *
+ * A slot also names the transport that owns its fd (asyncio's
+ * loop._transports[fd]), so that a connection costs no weak-reference
+ * entry.  That pointer is borrowed: the table never counts, dereferences or
+ * hands out references to it.  So the owner must clear it (fdt_disown)
+ * before it dies, and only the owner itself may set it: it is then always
+ * either NULL or a live object.  fdt_disown clears the slot only if it
+ * still names the caller, since a newer owner may have taken the fd number
+ * since.  Nothing else clears owners -- not fdt_drain (asyncio's
+ * _transports outlives its loop's close()), not fork -- and the readers
+ * and writers do not depend on them.
+ *
  * The calls a poll's event and a sock_* wait make are inline here, so they
  * compile into the loop's own code; growing, fork and teardown are in
  * fd_table.c.
@@ -73,6 +86,7 @@
 typedef struct {
     void *reader;   /* NULL: none */
     void *writer;
+    void *owner;    /* the transport that owns fd, or NULL (see "Owners") */
     int mask;       /* the kernel's state: a poller.h mask (POLLER_DISARMED:
                      * a one-shot registration that fired) */
     int oneshot;    /* POLLER_READ/WRITE: that item is a one-shot waiter */
@@ -97,7 +111,7 @@ int fdt_grow(fd_table *t, int fd);
 int fdt_after_fork(fd_table *t, poller *p);
 /* Empty the table without telling the kernel (the poller is going away):
  * hands out one item per call, forgetting it, and NULL once none is left;
- * every slot it passes gets mask 0.  `*cursor` starts at 0.  Items installed
+ * every slot it passes gets mask 0 (its owner stays).  `*cursor` starts at 0.  Items installed
  * meanwhile below the cursor stay (with their registration). */
 void *fdt_drain(fd_table *t, int *cursor);
 
@@ -142,6 +156,27 @@ static inline int fdt_mask(const fd_table *t, int fd)
 static inline int fdt_oneshot(const fd_table *t, int fd)
 {
     return fdt_has(t, fd) ? t->slots[fd].oneshot : 0;
+}
+
+/* fd's owner (NULL: none; any fd may be asked). */
+static inline void *fdt_owner(const fd_table *t, int fd)
+{
+    return fdt_has(t, fd) ? t->slots[fd].owner : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Owners (fd < size for fdt_set_owner: fdt_reserve first) */
+
+static inline void fdt_set_owner(fd_table *t, int fd, void *owner)
+{
+    t->slots[fd].owner = owner;
+}
+
+/* Forget `owner` as fd's owner, if it still is (any fd may be given). */
+static inline void fdt_disown(fd_table *t, int fd, const void *owner)
+{
+    if (fdt_has(t, fd) && t->slots[fd].owner == owner)
+        t->slots[fd].owner = NULL;
 }
 
 /* ------------------------------------------------------------------ */

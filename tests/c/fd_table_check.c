@@ -5,7 +5,8 @@
  * dereferences them.  Each check is one rule of "The fd table and the
  * kernel": the registration the table asks for, what the kernel then
  * reports (a one-shot registration fires once), the armed count, that a
- * failing change leaves the table as it was, growth, fork and the drain.
+ * failing change leaves the table as it was, growth, fork, the drain and
+ * the owners.
  * Prints "ok <checks>" and exits 0, or names the first broken check and
  * exits 1.
  */
@@ -289,6 +290,50 @@ static void queries_and_growth(poller *p)
     CHECK(fdt_size(&t) == 0);
 }
 
+/* Owners: borrowed, set and cleared only as the owner says; growth keeps
+ * them, items and the drain leave them alone, and fdt_disown clears a slot
+ * only for the owner it names (a newer one may have the fd by now). */
+static void owners(poller *p)
+{
+    fd_table t;
+    int sv[2];
+    fdt_init(&t);
+    CHECK(fdt_owner(&t, -1) == NULL && fdt_owner(&t, 5) == NULL);
+    fdt_disown(&t, 5, ITEM_A);          /* beyond the table: nothing */
+    fdt_disown(&t, -1, ITEM_A);
+    CHECK(fdt_size(&t) == 0);
+
+    make_pair(sv);
+    CHECK(fdt_reserve(&t, sv[0]) == 0);
+    fdt_set_owner(&t, sv[0], ITEM_A);
+    CHECK(fdt_owner(&t, sv[0]) == ITEM_A);
+    CHECK(fdt_idle(&t, sv[0]) && fdt_mask(&t, sv[0]) == 0);   /* no interest */
+    CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_B, 0, NULL) == 1);
+    CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
+    CHECK(fdt_owner(&t, sv[0]) == ITEM_A);
+    CHECK(fdt_reserve(&t, 700) == 0 && fdt_size(&t) == 1024);
+    CHECK(fdt_owner(&t, sv[0]) == ITEM_A && fdt_owner(&t, 700) == NULL);
+
+    /* A newer owner of the number: the old one's let-go leaves it. */
+    fdt_set_owner(&t, sv[0], ITEM_C);
+    fdt_disown(&t, sv[0], ITEM_A);
+    CHECK(fdt_owner(&t, sv[0]) == ITEM_C);
+
+    /* The drain hands out items only, and leaves the owner. */
+    CHECK(install(&t, p, sv[0], POLLER_WRITE, ITEM_B, 0, NULL) == 1);
+    {
+        int cursor = 0;
+        CHECK(fdt_drain(&t, &cursor) == ITEM_B);
+        CHECK(fdt_drain(&t, &cursor) == NULL);
+    }
+    CHECK(fdt_owner(&t, sv[0]) == ITEM_C);
+    fdt_disown(&t, sv[0], ITEM_C);
+    CHECK(fdt_owner(&t, sv[0]) == NULL);
+    close(sv[0]);
+    close(sv[1]);
+    fdt_free(&t);
+}
+
 static void after_fork(void)
 {
     poller old_p, new_p;
@@ -352,6 +397,7 @@ int main(void)
     with_pair(oneshot_beside_persistent, &p);
     failure_leaves_the_table(&p);
     queries_and_growth(&p);
+    owners(&p);
     poller_close(&p);
     after_fork();
     printf("ok %d\n", checks);
