@@ -39,14 +39,12 @@ Where it is fast, and why that keeps asyncio's semantics:
 import io as _io
 import os as _os
 import socket as _socket
-import weakref as _weakref
 
 from asyncio import base_events as _aio_base
 from asyncio import exceptions as _aio_exceptions
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.dict cimport PyDict_GetItem, PyDict_CheckExact
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, _PyBytes_Resize
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
@@ -65,9 +63,9 @@ from .oserrors cimport os_error, would_block
 
 
 cdef object _socket_type = _socket.socket
-cdef object _WeakValueDictionary = _weakref.WeakValueDictionary
-# asyncio's check that no transport owns an fd, as Loop binds it.
-cdef object _stock_ensure_fd_no_transport = None
+# The loop's own check that no transport owns an fd (a subclass may
+# replace it: then it is called).
+cdef object _core_ensure_fd_no_transport = LoopCore._ensure_fd_no_transport
 cdef object _memoryview = memoryview
 cdef object _check_ssl_socket = _aio_base._check_ssl_socket
 cdef bint _HAS_IPv6 = _aio_base._HAS_IPv6
@@ -207,29 +205,18 @@ cdef bint _byte_buffer(object data) except -1:
 # Waiting for the fd
 
 cdef int _ensure_fd_no_transport(LoopCore loop, object fd) except -1:
-    """loop._ensure_fd_no_transport(fd): asyncio's check
-    that no transport owns it (RuntimeError unless that one is closing).
+    """loop._ensure_fd_no_transport(fd): asyncio's check that no transport
+    owns it (RuntimeError unless that one is closing).
 
-    asyncio's is Python: `self._transports[fd]` on a WeakValueDictionary,
-    whose KeyError -- the common answer, no transport -- costs more than
-    the syscall the operation waits for.  That lookup is a KeyError exactly
-    when fd is not a key of the dictionary's `data` (a dead reference under
-    the key is a KeyError too, but it is found, and asyncio's method asked),
-    so that case is answered here; every other goes to the method, as do
-    loops whose class replaced it or whose _transports is something else.
+    The common answer, no transport, comes from the fd table in C (a Python
+    method call per blocked operation cost about as much as the syscall it
+    waits for); a transport found, a non-int fd, or a loop class that
+    replaced the check goes to the method.
     """
-    global _stock_ensure_fd_no_transport
-    if _stock_ensure_fd_no_transport is None:
-        from asyncio import selector_events
-        _stock_ensure_fd_no_transport = (
-            selector_events.BaseSelectorEventLoop._ensure_fd_no_transport)
-    transports = getattr(loop, '_transports', None)
-    if (type(fd) is int and type(transports) is _WeakValueDictionary
+    if (type(fd) is int and loop._transport_of(fd) is None
             and getattr(type(loop), '_ensure_fd_no_transport', None)
-                is _stock_ensure_fd_no_transport):
-        data = transports.data
-        if PyDict_CheckExact(data) and PyDict_GetItem(data, fd) == NULL:
-            return 0
+                is _core_ensure_fd_no_transport):
+        return 0
     loop._ensure_fd_no_transport(fd)
     return 0
 
