@@ -1,14 +1,6 @@
+from .includes cimport socklen_t, sockaddr_storage
 from .loop cimport LoopCore
 from .transport_bases cimport DatagramTransportBase
-
-
-cdef extern from "sys/socket.h" nogil:
-    ctypedef unsigned int socklen_t
-    ctypedef unsigned short sa_family_t
-    struct sockaddr:
-        sa_family_t sa_family
-    struct sockaddr_storage:
-        sa_family_t ss_family
 
 
 cdef enum:
@@ -21,7 +13,8 @@ cdef enum:
 ctypedef struct addr_entry:
     void *pyaddr
     socklen_t len
-    unsigned char raw[28]    # sizeof(struct sockaddr_in6), the larger
+    # sizeof(struct sockaddr_in6), the larger (src/net_compat.h checks it).
+    unsigned char raw[28]
 
 
 cdef class DatagramTransport(DatagramTransportBase):

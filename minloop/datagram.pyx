@@ -41,7 +41,11 @@ from cpython.unicode cimport PyUnicode_CheckExact
 from libc.errno cimport errno, EINTR
 from libc.string cimport memcmp, memcpy, memset, strlen
 
-from .includes cimport POLLER_READ, POLLER_WRITE
+from .includes cimport (POLLER_READ, POLLER_WRITE, send, c_recvfrom, c_sendto,
+                        MSG_DONTWAIT, AF_INET, AF_INET6, sockaddr,
+                        sockaddr_in, sockaddr_in6, ntohs, htons, ntohl, htonl,
+                        inet_ntop, inet_pton,
+                        PyObject_VectorcallMethod, PyUnicode_AsUTF8AndSize)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, timers_scheduled, nothing_runs_before_next_read
@@ -50,59 +54,6 @@ from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, lose_connection,
                          release_fd, selector_transport_repr, warn_unclosed)
 from .oserrors cimport os_error, would_block
-
-
-cdef extern from "Python.h":
-    object PyObject_VectorcallMethod(object name, PyObject *const *args,
-                                     size_t nargsf, PyObject *kwnames)
-    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
-
-
-cdef extern from "sys/socket.h" nogil:
-    int AF_INET
-    int AF_INET6
-    int MSG_DONTWAIT
-    ssize_t c_recvfrom "recvfrom" (int fd, void *buf, size_t n, int flags,
-                                   sockaddr *addr, socklen_t *addrlen)
-    ssize_t c_sendto "sendto" (int fd, const void *buf, size_t n, int flags,
-                               const sockaddr *addr, socklen_t addrlen)
-    ssize_t c_send "send" (int fd, const void *buf, size_t n, int flags)
-
-
-cdef extern from "netinet/in.h" nogil:
-    struct in_addr:
-        pass
-    struct in6_addr:
-        pass
-    struct sockaddr_in:
-        sa_family_t sin_family
-        unsigned short sin_port
-        in_addr sin_addr
-    struct sockaddr_in6:
-        sa_family_t sin6_family
-        unsigned short sin6_port
-        unsigned int sin6_flowinfo
-        in6_addr sin6_addr
-        unsigned int sin6_scope_id
-    unsigned short ntohs(unsigned short)
-    unsigned short htons(unsigned short)
-    unsigned int ntohl(unsigned int)
-    unsigned int htonl(unsigned int)
-
-
-cdef extern from "arpa/inet.h" nogil:
-    int INET6_ADDRSTRLEN
-    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
-    int inet_pton(int af, const char *src, void *dst)
-
-
-cdef extern from *:
-    """
-    #include <string.h>
-    #include <netinet/in.h>
-    /* The compile-time checks the address cache relies on. */
-    typedef char minloop_sockaddr_in6_fits[sizeof(struct sockaddr_in6) <= 28 ? 1 : -1];
-    """
 
 
 cdef enum:
@@ -582,7 +533,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             # MSG_DONTWAIT: never block the loop, even on a socket someone
             # made blocking.
             if dest == NULL:
-                n = c_send(self._sock_fd, buf, size, MSG_DONTWAIT)
+                n = send(self._sock_fd, buf, size, MSG_DONTWAIT)
             else:
                 n = c_sendto(self._sock_fd, buf, size, MSG_DONTWAIT,
                              <const sockaddr *>dest.raw, dest.len)

@@ -4,8 +4,7 @@
 
 from libc.math cimport ceil, floor
 
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
+from .includes cimport PY_SSIZE_T_MAX
 
 
 cdef inline tuple water_marks(high, low, default_high=64 * 1024,

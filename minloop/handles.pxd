@@ -1,10 +1,5 @@
-from .includes cimport timer_heap
-
-
-cdef extern from "Python.h":
-    int PyObject_GC_IsTracked(object o)
-    void PyObject_GC_Track(void *o)
-    void PyObject_GC_UnTrack(void *o)
+from .includes cimport (timer_heap, PyObject_GC_IsTracked, PyObject_GC_Track,
+                        PyObject_GC_UnTrack)
 
 
 # The C types under our handles (src/handle_bases.c, whose header comment
@@ -52,6 +47,9 @@ cdef extern from "handle_bases.h":
     # Puts None back into any of asyncio's slots deleted through asyncio's
     # own descriptors; call before reading them (handle_bases.h says why).
     void minloop_handle_check_slots(void *h)
+    # Gives a Cython subclass its base's dealloc/traverse/clear slots
+    # (handles.pyx, at import; handle_bases.h says why).
+    int minloop_handle_take_base_slots(object type) except -1
 
 
 # Siblings, not parent and child: CPython refuses a TimerHandle with both

@@ -23,35 +23,8 @@ from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_REFCNT
 
-from .includes cimport heap_remove
-
-
-cdef extern from "Python.h":
-    # CPython's thread state (cpython/pystate.h): the current context.
-    ctypedef struct PyThreadState:
-        PyObject *context
-    PyThreadState *PyThreadState_Get()
-
-
-cdef extern from *:
-    """
-    /* The layout of a contextvars.Context, as CPython 3.7 to 3.13 define it
-     * (internal/pycore_context.h): its variables live in an immutable HAMT
-     * that every ContextVar.set()/reset() replaces.  Used only where this
-     * build knows the layout, and only after _check_context_layout() has
-     * confirmed it at import time (the version gate: src/py_compat.h). */
-    #include "py_compat.h"
-    typedef struct {
-        PyObject_HEAD
-        PyObject *ctx_prev;
-        PyObject *ctx_vars;
-        PyObject *ctx_weakreflist;
-        int ctx_entered;
-    } minloop_context_layout;
-    #define minloop_context_vars(ctx) (((minloop_context_layout *)(ctx))->ctx_vars)
-    """
-    bint MINLOOP_KNOWN_CONTEXT_LAYOUT
-    PyObject *minloop_context_vars(PyObject *ctx)
+from .includes cimport (heap_remove, PyThreadState, PyThreadState_Get,
+                        MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars)
 
 
 cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
@@ -493,26 +466,5 @@ cdef TimerHandle new_timer(double when, object callback, tuple args,
 # recognises our types by that tp_dealloc, so this must happen before the
 # first handle is made.
 
-cdef extern from *:
-    """
-    static int minloop_take_base_slots(PyObject *type)
-    {
-        PyTypeObject *t = (PyTypeObject *)type, *base = t->tp_base;
-        if (t->tp_basicsize != base->tp_basicsize ||
-                t->tp_basicsize != (Py_ssize_t)sizeof(MinloopHandle)) {
-            PyErr_SetString(PyExc_ImportError,
-                            "minloop's handle types add fields to their C base");
-            return -1;
-        }
-        t->tp_dealloc = base->tp_dealloc;
-        t->tp_traverse = base->tp_traverse;
-        t->tp_clear = base->tp_clear;
-        PyType_Modified(t);
-        return 0;
-    }
-    """
-    int minloop_take_base_slots(object type) except -1
-
-
-minloop_take_base_slots(Handle)
-minloop_take_base_slots(TimerHandle)
+minloop_handle_take_base_slots(Handle)
+minloop_handle_take_base_slots(TimerHandle)

@@ -1,4 +1,7 @@
-# C declarations of src/: one place, so .pyx files cimport names, not headers.
+# C declarations: src/'s headers, then the system's and CPython's calls the
+# modules make directly.  One place, so .pyx files cimport names, not headers,
+# and each C name is declared once (handles.pxd and transport_bases.pxd
+# declare the one header of their own unit).
 
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint64_t
@@ -145,15 +148,82 @@ cdef extern from "net_compat.h" nogil:
     ssize_t sendmsg(int fd, const msghdr *msg, int flags)
 
 
+# contextvars.Context's variables, read directly where this build knows its
+# layout (handles.pyx confirms it at import time).
+cdef extern from "context_layout.h":
+    bint MINLOOP_KNOWN_CONTEXT_LAYOUT
+    PyObject *minloop_context_vars(PyObject *ctx)
+
+
 # --- The system's and CPython's own calls the .pyx files make directly ---
-# (recv/send without the socket module; a bytes object as a pointer we own.)
+# (socket and pipe I/O without the socket and os modules; CPython's C API
+# where Cython's own declarations lack it or do not fit.)
 
 
+# Socket addresses and the datagram calls (datagram.pyx).
 cdef extern from "sys/socket.h" nogil:
-    ssize_t c_recv "recv"(int fd, void *buf, size_t n, int flags)
-    ssize_t c_send "send"(int fd, const void *buf, size_t n, int flags)
+    ctypedef unsigned int socklen_t
+    ctypedef unsigned short sa_family_t
+    struct sockaddr:
+        sa_family_t sa_family
+    struct sockaddr_storage:
+        sa_family_t ss_family
+    int AF_INET
+    int AF_INET6
+    int MSG_DONTWAIT
+    ssize_t c_recvfrom "recvfrom" (int fd, void *buf, size_t n, int flags,
+                                   sockaddr *addr, socklen_t *addrlen)
+    ssize_t c_sendto "sendto" (int fd, const void *buf, size_t n, int flags,
+                               const sockaddr *addr, socklen_t addrlen)
 
 
+# IPv4 and IPv6 addresses as the kernel takes them, and byte order
+# (datagram.pyx converts numeric addresses itself).
+cdef extern from "netinet/in.h" nogil:
+    struct in_addr:
+        pass
+    struct in6_addr:
+        pass
+    struct sockaddr_in:
+        sa_family_t sin_family
+        unsigned short sin_port
+        in_addr sin_addr
+    struct sockaddr_in6:
+        sa_family_t sin6_family
+        unsigned short sin6_port
+        unsigned int sin6_flowinfo
+        in6_addr sin6_addr
+        unsigned int sin6_scope_id
+    unsigned short ntohs(unsigned short)
+    unsigned short htons(unsigned short)
+    unsigned int ntohl(unsigned int)
+    unsigned int htonl(unsigned int)
+
+
+# Numeric addresses to text and back, as the socket module converts them.
+cdef extern from "arpa/inet.h" nogil:
+    int INET6_ADDRSTRLEN
+    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
+    int inet_pton(int af, const char *src, void *dst)
+
+
+# Pipe I/O (pipes.pyx).
+cdef extern from "unistd.h" nogil:
+    ssize_t c_read "read" (int fd, void *buf, size_t n)
+    ssize_t c_write "write" (int fd, const void *buf, size_t n)
+
+
+# A pipe's queued buffers in one call (pipes.pyx; sockets use sendmsg).
+cdef extern from "sys/uio.h" nogil:
+    ssize_t c_writev "writev" (int fd, const iovec *iov, int iovcnt)
+
+
+# Would-block errno values (oserrors.pxd).
+cdef extern from "errno.h":
+    int EWOULDBLOCK    # equal to EAGAIN on Linux, not everywhere
+
+
+# CPython's C API where Cython's cpython/ declarations lack it or differ.
 cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
     # A new bytes object of n unset bytes, as a pointer we own (NULL v): it
@@ -161,3 +231,34 @@ cdef extern from "Python.h":
     # only reference) before it becomes an object, as socket.recv() does.
     PyObject *PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize"(
         const char *v, Py_ssize_t n) except NULL
+
+    # Calls and strings on the datagram transport's address path.
+    object PyObject_VectorcallMethod(object name, PyObject *const *args,
+                                     size_t nargsf, PyObject *kwnames)
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+    # strerror()'s text as os.strerror() decodes it (oserrors.pxd).
+    object PyUnicode_DecodeLocale(const char *s, const char *errors)
+
+    # CPython's thread state (cpython/pystate.h): the current context.
+    ctypedef struct PyThreadState:
+        PyObject *context
+    PyThreadState *PyThreadState_Get()
+    unsigned long PyThread_get_thread_ident()
+
+    # The cycle collector's tracking: the loop's containers untrack the
+    # handles they hold (handles.pxd).
+    int PyObject_GC_IsTracked(object o)
+    void PyObject_GC_Track(void *o)
+    void PyObject_GC_UnTrack(void *o)
+
+    # Our own view of the two type slots the loop extends (loop.pyx's
+    # _install_gc_hooks): Cython's stock declarations carry exception
+    # semantics we do not want.
+    ctypedef int (*gc_visitproc "visitproc")(PyObject *, void *) noexcept
+    ctypedef int (*gc_traverseproc "traverseproc")(PyObject *, gc_visitproc,
+                                                   void *) noexcept
+    ctypedef int (*gc_inquiry "inquiry")(PyObject *) noexcept
+    ctypedef struct gc_type "PyTypeObject":
+        gc_traverseproc tp_traverse
+        gc_inquiry tp_clear

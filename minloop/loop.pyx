@@ -41,20 +41,6 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        forget_context_snapshot)
 
 
-# Our own view of the two type slots we extend (see _install_gc_hooks):
-# Cython's stock declarations carry exception semantics we do not want.
-ctypedef int (*gc_visitproc)(PyObject *, void *) noexcept
-ctypedef int (*gc_traverseproc)(PyObject *, gc_visitproc, void *) noexcept
-ctypedef int (*gc_inquiry)(PyObject *) noexcept
-
-
-cdef extern from "Python.h":
-    unsigned long PyThread_get_thread_ident()
-    ctypedef struct gc_type "PyTypeObject":
-        gc_traverseproc tp_traverse
-        gc_inquiry tp_clear
-
-
 cdef enum:
     MAX_EVENTS = 1024
 

@@ -4,13 +4,7 @@
 from libc.errno cimport EAGAIN
 from libc.string cimport strerror
 
-
-cdef extern from "errno.h":
-    int EWOULDBLOCK    # equal to EAGAIN on Linux, not everywhere
-
-
-cdef extern from "Python.h":
-    object PyUnicode_DecodeLocale(const char *s, const char *errors)
+from .includes cimport EWOULDBLOCK, PyUnicode_DecodeLocale
 
 
 cdef inline bint would_block(int err) noexcept:

@@ -37,7 +37,8 @@ from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING,
                             PyBytes_GET_SIZE, PyBytes_Check)
 from libc.errno cimport errno, EINTR, EIO
 
-from .includes cimport POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec
+from .includes cimport (POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec,
+                        c_read, c_write, c_writev)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, fd_watched
@@ -47,15 +48,6 @@ from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, schedule_connection_lost,
                          release_fd, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
-
-
-cdef extern from "unistd.h" nogil:
-    ssize_t c_read "read" (int fd, void *buf, size_t n)
-    ssize_t c_write "write" (int fd, const void *buf, size_t n)
-
-
-cdef extern from "sys/uio.h" nogil:
-    ssize_t c_writev "writev" (int fd, const iovec *iov, int iovcnt)
 
 
 cdef object _fstat = os.fstat

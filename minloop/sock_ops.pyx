@@ -56,7 +56,7 @@ from posix.types cimport off_t
 from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle, handle_cancelled
-from .includes cimport (POLLER_READ, POLLER_WRITE, c_recv, c_send, PY_SSIZE_T_MAX,
+from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw)
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
@@ -131,7 +131,7 @@ cdef object _recv_bytes(int fd, Py_ssize_t n):
     cdef int err
     cdef object data
     while True:
-        got = c_recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+        got = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
         if got >= 0:
             break
         err = errno
@@ -157,7 +157,7 @@ cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:
     """recv into buf; the byte count, or -1 when it would block."""
     cdef ssize_t got
     while True:
-        got = c_recv(fd, buf, <size_t>n, 0)
+        got = recv(fd, buf, <size_t>n, 0)
         if got >= 0:
             return got
         if errno == EINTR:
@@ -172,7 +172,7 @@ cdef Py_ssize_t _send(int fd, const char *buf, Py_ssize_t n) except -2:
     """send from buf; the byte count, or -1 when it would block."""
     cdef ssize_t sent
     while True:
-        sent = c_send(fd, buf, <size_t>n, 0)
+        sent = send(fd, buf, <size_t>n, 0)
         if sent >= 0:
             return sent
         if errno == EINTR:

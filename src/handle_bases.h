@@ -114,4 +114,26 @@ minloop_handle_check_slots(void *handle)
         minloop_handle_refill_slots(h);
 }
 
+/* Gives a subclass that adds no field (handles.pyx's Handle and
+ * TimerHandle) its C base's tp_dealloc, tp_traverse and tp_clear in place
+ * of Cython's, which would only call the base's after a GC untrack and
+ * re-track.  handle_bases.c's free list recognises our types by that
+ * tp_dealloc, so this must run before the first handle is made. */
+static inline int
+minloop_handle_take_base_slots(PyObject *type)
+{
+    PyTypeObject *t = (PyTypeObject *)type, *base = t->tp_base;
+    if (t->tp_basicsize != base->tp_basicsize ||
+            t->tp_basicsize != (Py_ssize_t)sizeof(MinloopHandle)) {
+        PyErr_SetString(PyExc_ImportError,
+                        "minloop's handle types add fields to their C base");
+        return -1;
+    }
+    t->tp_dealloc = base->tp_dealloc;
+    t->tp_traverse = base->tp_traverse;
+    t->tp_clear = base->tp_clear;
+    PyType_Modified(t);
+    return 0;
+}
+
 #endif /* MINLOOP_HANDLE_BASES_H */

@@ -4,6 +4,7 @@
 #define MINLOOP_NET_COMPAT_H
 
 #include <limits.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -22,5 +23,10 @@
 #else
 #define MINLOOP_IOV_MAX 1024
 #endif
+
+/* A compile-time check the address cache relies on: datagram.pxd's
+ * addr_entry keeps a numeric address in 28 bytes, sizeof(struct
+ * sockaddr_in6), the larger of the two families it caches. */
+typedef char minloop_sockaddr_in6_fits[sizeof(struct sockaddr_in6) <= 28 ? 1 : -1];
 
 #endif
