@@ -27,6 +27,7 @@
  * (it starts a young collection every 700 of those). */
 #define PY_SSIZE_T_CLEAN
 #include "handle_bases.h"
+#include "heap_types.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -228,32 +229,6 @@ check_layout(PyTypeObject *handle, PyTypeObject *timer)
 
 /* ---- the module ---------------------------------------------------------- */
 
-/* Adds minloop._handle_bases.<name>, a heap type over `base`. */
-static int
-add_type(PyObject *module, const char *name, PyObject *base)
-{
-    char qualname[64];
-    PyType_Spec spec = {
-        .name = qualname,
-        .basicsize = (int)sizeof(MinloopHandle),
-        .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-        .slots = handle_slots,
-    };
-    PyObject *type;
-    int rc;
-
-    /* libc's snprintf, as in transport_bases.c (auditwheel's libc check). */
-    snprintf(qualname, sizeof(qualname), "minloop._handle_bases.%s", name);
-    type = PyType_FromSpecWithBases(&spec, base);
-    if (type == NULL)
-        return -1;
-    rc = PyModule_AddObject(module, name, type);
-    if (rc < 0)
-        Py_DECREF(type);
-    return rc;
-}
-
 static int
 exec_module(PyObject *module)
 {
@@ -274,8 +249,11 @@ exec_module(PyObject *module)
     }
     if (check_layout((PyTypeObject *)handle, (PyTypeObject *)timer) < 0)
         goto done;
-    if (add_type(module, "HandleBase", handle) < 0 ||
-            add_type(module, "TimerHandleBase", timer) < 0)
+    if (minloop_add_heap_type(module, "minloop._handle_bases", "HandleBase",
+                              handle, sizeof(MinloopHandle), handle_slots) < 0 ||
+            minloop_add_heap_type(module, "minloop._handle_bases",
+                                  "TimerHandleBase", timer,
+                                  sizeof(MinloopHandle), handle_slots) < 0)
         goto done;
     rc = 0;
 done:

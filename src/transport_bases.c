@@ -18,6 +18,9 @@
  * for the one protocol base (BufferedProtocolBase, for the TLS protocol). */
 #define PY_SSIZE_T_CLEAN
 #include "transport_bases.h"
+#include "heap_types.h"
+
+#define MODULE_NAME "minloop._transport_bases"
 
 #include <stdio.h>
 
@@ -186,36 +189,6 @@ done:
     return result;
 }
 
-/* Adds minloop._transport_bases.<name>: a heap type over `bases` (a class
- * or a tuple of them) with that layout and those slots. */
-static int
-add_type(PyObject *module, const char *name, PyObject *bases,
-         Py_ssize_t basicsize, PyType_Slot *slots)
-{
-    char qualname[96];
-    PyType_Spec spec = {
-        .name = qualname,
-        .basicsize = (int)basicsize,
-        .itemsize = 0,
-        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-        .slots = slots,
-    };
-    PyObject *type;
-    int rc;
-
-    /* libc's snprintf, not PyOS_snprintf: a module that needs nothing from
-     * libc is not linked to it, and auditwheel then cannot tell which libc
-     * the wheel needs (InvalidLibcError). */
-    snprintf(qualname, sizeof(qualname), "minloop._transport_bases.%s", name);
-    type = PyType_FromSpecWithBases(&spec, bases);
-    if (type == NULL)
-        return -1;
-    rc = PyModule_AddObject(module, name, type);
-    if (rc < 0)
-        Py_DECREF(type);
-    return rc;
-}
-
 static int
 add_transport_base(PyObject *module, PyObject *transports,
                    const char *const names[3])
@@ -234,8 +207,9 @@ add_transport_base(PyObject *module, PyObject *transports,
     Py_DECREF(counterpart);
     if (bases == NULL)
         return -1;
-    rc = add_type(module, names[0], bases, sizeof(MinloopTransportBase),
-                  base_slots);
+    rc = minloop_add_heap_type(module, MODULE_NAME, names[0], bases,
+                               sizeof(MinloopTransportBase),
+                               base_slots);
     Py_DECREF(bases);
     return rc;
 }
@@ -253,7 +227,8 @@ add_protocol_base(PyObject *module)
     Py_DECREF(protocols);
     if (base == NULL)
         return -1;
-    rc = add_type(module, "BufferedProtocolBase", base, sizeof(PyObject), protocol_slots);
+    rc = minloop_add_heap_type(module, MODULE_NAME, "BufferedProtocolBase", base,
+                               sizeof(PyObject), protocol_slots);
     Py_DECREF(base);
     return rc;
 }
