@@ -469,7 +469,15 @@ def test_method_after_close(loop, loop_kind, kind, method, state, outcome):
         for _ in range(3):
             await asyncio.sleep(0)
         assert proto.lost_calls == 1
-        check(outcome, results, caught.messages, reported, before, proto)
+        messages = caught.messages
+        if kind == "subprocess" and loop_kind == "asyncio":
+            # asyncio's child watcher races Popen.send_signal()'s own poll():
+            # when poll() reaps the exited child first, the watcher logs this
+            # (seen on 3.10's ThreadedChildWatcher in CI).  Not about the
+            # transport after close; minloop reaps the child itself.
+            messages = [m for m in messages
+                        if not m.startswith("Unknown child process pid")]
+        check(outcome, results, messages, reported, before, proto)
         if kind == "subprocess":
             await transport._wait()
 
