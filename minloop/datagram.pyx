@@ -52,7 +52,8 @@ from .loop cimport LoopCore, timers_scheduled, nothing_runs_before_next_read
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, lose_connection,
-                         release_fd, selector_transport_repr, warn_unclosed)
+                         release_fd, selector_transport_repr, sock_name,
+                         sock_peer, warn_unclosed)
 from .oserrors cimport os_error, would_block
 
 
@@ -128,15 +129,9 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._set_write_buffer_limits()
         # _SelectorTransport.__init__
         extra['socket'] = _TransportSocket(sock)
-        try:
-            extra['sockname'] = sock.getsockname()
-        except OSError:
-            extra['sockname'] = None
+        extra['sockname'] = sock_name(sock)
         if 'peername' not in extra:
-            try:
-                extra['peername'] = sock.getpeername()
-            except OSError:
-                extra['peername'] = None
+            extra['peername'] = sock_peer(sock)
         self._sock = sock
         self._sock_fd = sock.fileno()
         self._family = sock.family

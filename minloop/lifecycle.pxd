@@ -58,6 +58,23 @@ cdef inline char *read_buffer(LoopCore core) except NULL:
     return core._read_buffer
 
 
+cdef inline object sock_name(object sock):
+    """sock.getsockname(), or None where it fails: what asyncio's
+    _SelectorTransport.__init__ records as 'sockname'."""
+    try:
+        return sock.getsockname()
+    except OSError:
+        return None
+
+
+cdef inline object sock_peer(object sock):
+    """sock.getpeername(), or None where it fails ('peername', likewise)."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
 cdef inline int check_loop(object loop, str attribute) except -1:
     """Fail as asyncio's call of `attribute` on its loop fails once
     connection_lost() has cleared it (for calls we make on _core)."""

@@ -45,7 +45,8 @@ from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
                          lose_connection, release_fd,
-                         selector_transport_repr, warn_unclosed)
+                         selector_transport_repr, sock_name, sock_peer,
+                         warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .transport_bases cimport StreamTransportBase
 
@@ -275,15 +276,9 @@ cdef class SocketTransport(StreamTransportBase):
             # A dict given is the dict, filled in as asyncio fills it.
             self._extra = extra
             extra['socket'] = self._trsock = _TransportSocket(sock)
-            try:
-                extra['sockname'] = _share_host(sock.getsockname())
-            except OSError:
-                extra['sockname'] = None
+            extra['sockname'] = _share_host(sock_name(sock))
             if 'peername' not in extra:
-                try:
-                    extra['peername'] = sock.getpeername()
-                except OSError:
-                    extra['peername'] = None
+                extra['peername'] = sock_peer(sock)
             extra['peername'] = _share_host(extra['peername'])
             self._sockname = extra['sockname']
             self._peername = extra['peername']
@@ -292,18 +287,12 @@ cdef class SocketTransport(StreamTransportBase):
             # No dict: get_extra_info() answers from the fields.
             self._extra = None
             self._trsock = None
-            try:
-                sockname = sock.getsockname()
-            except OSError:
-                sockname = None
+            sockname = sock_name(sock)
             # An accepted connection's local address is, nearly always, one
             # of the server's few: share the tuple, not only its host.
             self._sockname = _share_addr(sockname) if accepted else _share_host(sockname)
             if not accepted:
-                try:
-                    peername = sock.getpeername()
-                except OSError:
-                    peername = None
+                peername = sock_peer(sock)
             self._peername = _share_host(peername)
             self._peername_given = accepted
         self._loop = loop
