@@ -1,3 +1,5 @@
+from cpython.object cimport PyObject
+
 from .includes cimport (timer_heap, PyObject_GC_IsTracked, PyObject_GC_Track,
                         PyObject_GC_UnTrack)
 
@@ -20,10 +22,13 @@ cdef extern from "handle_bases.h":
         cdef object _repr
         cdef object _source_traceback
         # Ours.
+        cdef PyObject *_arg0          # _inline_args > 0 (handles.pyx, "Arguments")
+        cdef PyObject *_arg1          # _inline_args == 2
         cdef double _when
         cdef Py_ssize_t _heap_pos
         cdef timer_heap *_heap
         cdef unsigned int _queued
+        cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
 
@@ -36,10 +41,13 @@ cdef extern from "handle_bases.h":
         cdef object _loop
         cdef object _repr
         cdef object _source_traceback
+        cdef PyObject *_arg0
+        cdef PyObject *_arg1
         cdef double _when
         cdef Py_ssize_t _heap_pos
         cdef timer_heap *_heap
         cdef unsigned int _queued
+        cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
 

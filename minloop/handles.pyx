@@ -20,8 +20,8 @@ from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
 from cpython.object cimport PyObject
-from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
-from cpython.ref cimport Py_DECREF, Py_REFCNT
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
 from .includes cimport (heap_remove, PyThreadState, PyThreadState_Get,
                         MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars)
@@ -54,7 +54,7 @@ cdef list _repr_info(Handle h):
     if h._cancelled is True:
         info.append('cancelled')
     if h._callback is not None:
-        info.append(_format_callback(h._callback, h._args, h._debug))
+        info.append(_format_callback(h._callback, handle_args(h), h._debug))
         minloop_handle_check_slots(<void *>h)   # reprs are user code
     if h._source_traceback:
         frame = h._source_traceback[-1]
@@ -69,6 +69,55 @@ cdef object _own_context(Handle h):
         h._context = PyContext_Copy(h._context)
         h._context_shared = False
     return h._context
+
+
+# ----------------------------------------------------------------------
+# Arguments
+#
+# Most callbacks take one or two arguments: a future's done callbacks and a
+# task's wake-up take the future, a sleep's timer takes the future and its
+# result.  asyncio keeps them in a tuple, one more object per callback for
+# the cycle collector to count; a burst of them (100k timers firing, each
+# waking its task) starts young collections that walk every object the
+# program made since the last one.  So one or two arguments are kept in the
+# handle itself (_arg0, _arg1; _inline_args says how many), and the tuple
+# asyncio's _args holds is made only when somebody asks for it (then kept
+# there, as asyncio would have it).
+
+cdef inline void _keep_inline_args(Handle h, tuple args, Py_ssize_t nargs) noexcept:
+    cdef PyObject *item = PyTuple_GET_ITEM(args, 0)
+    Py_INCREF(<object>item)
+    h._arg0 = item
+    if nargs == 2:
+        item = PyTuple_GET_ITEM(args, 1)
+        Py_INCREF(<object>item)
+        h._arg1 = item
+    h._inline_args = <unsigned int>nargs
+
+
+cdef inline void _drop_inline_args(Handle h) noexcept:
+    cdef PyObject *arg0 = h._arg0
+    cdef PyObject *arg1 = h._arg1
+    h._inline_args = 0
+    h._arg0 = NULL
+    h._arg1 = NULL
+    Py_XDECREF(arg0)
+    Py_XDECREF(arg1)
+
+
+cdef object handle_args(Handle h):
+    """The arguments as asyncio's _args holds them: a tuple, or None once
+    cancelled (or whatever asyncio's own descriptor put there)."""
+    minloop_handle_check_slots(<void *>h)
+    cdef unsigned int inline_args = h._inline_args
+    if inline_args:
+        if inline_args == 1:
+            args = (<object>h._arg0,)
+        else:
+            args = (<object>h._arg0, <object>h._arg1)
+        h._args = args
+        _drop_inline_args(h)
+    return h._args
 
 
 cdef int handle_cancel(Handle h) except -1:
@@ -93,6 +142,7 @@ cdef int handle_cancel(Handle h) except -1:
     # must not keep its arguments alive until it is skipped.
     h._callback = None
     h._args = None
+    _drop_inline_args(h)
     return 0
 
 
@@ -112,6 +162,14 @@ cdef int handle_run(Handle h) except -1:
         context = h._context
     cdef object callback = h._callback
     cdef object args = h._args
+    cdef object arg0 = None, arg1 = None
+    # Our own references: the callback may cancel its handle, which drops
+    # the handle's (asyncio's call holds the unpacked arguments likewise).
+    cdef unsigned int inline_args = h._inline_args
+    if inline_args:
+        arg0 = <object>h._arg0
+        if inline_args == 2:
+            arg1 = <object>h._arg1
     try:
         PyContext_Enter(context)
     except Exception as exc:
@@ -120,7 +178,11 @@ cdef int handle_run(Handle h) except -1:
         _report(h, exc)
         return 0
     try:
-        if not PyTuple_CheckExact(args):
+        if inline_args == 1:
+            callback(arg0)
+        elif inline_args == 2:
+            callback(arg0, arg1)
+        elif not PyTuple_CheckExact(args):
             callback(*args)   # not ours: see minloop_handle_check_slots()
         elif PyTuple_GET_SIZE(args):
             callback(*<tuple>args)
@@ -141,7 +203,7 @@ cdef int handle_run(Handle h) except -1:
 
 cdef _report(Handle h, exc):
     minloop_handle_check_slots(<void *>h)
-    cb = _format_callback(h._callback, h._args, h._debug)
+    cb = _format_callback(h._callback, handle_args(h), h._debug)
     minloop_handle_check_slots(<void *>h)   # reprs are user code
     context = {
         'message': f'Exception in callback {cb}',
@@ -157,7 +219,7 @@ cdef inline bint _timers_equal(Handle a, Handle b) except -1:
     minloop_handle_check_slots(<void *>a)
     minloop_handle_check_slots(<void *>b)
     return (a._when == b._when and a._callback == b._callback and
-            a._args == b._args and a._cancelled is b._cancelled)
+            handle_args(a) == handle_args(b) and a._cancelled is b._cancelled)
 
 
 cdef object _compare_timers(Handle a, object other, int op):
@@ -211,8 +273,7 @@ cdef class Handle(HandleBase):
     # asyncio's slots, read-only.
     @property
     def _args(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._args
+        return handle_args(<Handle>self)
 
     @property
     def _callback(self):
@@ -290,8 +351,7 @@ cdef class TimerHandle(TimerHandleBase):
     # asyncio's slots, read-only.
     @property
     def _args(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._args
+        return handle_args(<Handle>self)
 
     @property
     def _callback(self):
@@ -426,7 +486,11 @@ cdef inline int _init_handle(Handle h, object callback, tuple args,
         raise TypeError(f'context must be a contextvars.Context, '
                         f'got {type(context).__name__}')
     h._callback = callback
-    h._args = args
+    cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
+    if nargs == 1 or nargs == 2:
+        _keep_inline_args(h, args, nargs)
+    else:
+        h._args = args
     h._context = context
     h._loop = loop
     h._debug = debug

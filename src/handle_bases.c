@@ -57,6 +57,77 @@ recyclable(PyTypeObject *type)
            type->tp_itemsize == 0;
 }
 
+/* ---- memory the collector does not count --------------------------------- *
+ *
+ * CPython starts a young collection when the objects it allocated for the
+ * collector, less those it freed, pass 700 (gc.get_threshold()[0]); each of
+ * those collections walks every object made since the last.  A loop makes
+ * and frees a handle per callback, timer and wake-up: counted, a burst of
+ * them (100k timers firing) ends that count's balance between the
+ * program's own objects, and a collection lands in the middle of a burst,
+ * walking hundreds of thousands of young objects cold from the cache.  A
+ * handle the loop holds is not even tracked (handles.pxd), so it is no
+ * candidate for a collection to find.  So our handles are allocated and
+ * freed here, as PyType_GenericAlloc() and PyObject_GC_Del() would, less
+ * the count: the same memory, the same header, tracked by the same calls.
+ *
+ * The free-threaded build finds GC objects by walking its own heaps, so
+ * there they come from tp_alloc as usual. */
+
+#ifndef Py_GIL_DISABLED
+
+/* The bytes before a GC object: its PyGC_Head (two words since 3.8), then
+ * two more where the type keeps its __dict__ or weak references out of line
+ * (py_compat.h, MINLOOP_PREHEADER_FLAGS). */
+static size_t
+preheader_size(PyTypeObject *type)
+{
+    size_t size = 2 * sizeof(void *);
+    if (type->tp_flags & MINLOOP_PREHEADER_FLAGS)
+        size += 2 * sizeof(PyObject *);
+    return size;
+}
+
+static PyObject *
+uncounted_alloc(PyTypeObject *type)
+{
+    size_t pre = preheader_size(type);
+    size_t size = pre + (size_t)type->tp_basicsize;
+    char *mem = PyObject_Malloc(size);
+    PyObject *op;
+    if (mem == NULL)
+        return PyErr_NoMemory();
+    /* A zeroed PyGC_Head is an untracked object's. */
+    memset(mem, 0, size);
+    op = (PyObject *)(mem + pre);
+    (void)PyObject_Init(op, type);   /* takes a type reference */
+    PyObject_GC_Track(op);
+    return op;
+}
+
+/* `op` is untracked (its dealloc untracked it). */
+static void
+uncounted_free(PyObject *op)
+{
+    PyObject_Free((char *)op - preheader_size(Py_TYPE(op)));
+}
+
+#else
+
+static PyObject *
+uncounted_alloc(PyTypeObject *type)
+{
+    return type->tp_alloc(type, 0);
+}
+
+static void
+uncounted_free(PyObject *op)
+{
+    Py_TYPE(op)->tp_free(op);
+}
+
+#endif
+
 /* ---- the slots ----------------------------------------------------------- */
 
 static PyObject *
@@ -71,6 +142,11 @@ handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                sizeof(MinloopHandle) - sizeof(PyObject));
         (void)PyObject_Init((PyObject *)h, type);   /* takes a type reference */
         PyObject_GC_Track(h);
+    }
+    else if (recyclable(type)) {
+        h = (MinloopHandle *)uncounted_alloc(type);   /* zeroed, tracked */
+        if (h == NULL)
+            return NULL;
     }
     else {
         h = (MinloopHandle *)type->tp_alloc(type, 0);   /* zeroed, tracked */
@@ -104,6 +180,8 @@ handle_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(h->_source_traceback);
     Py_VISIT(h->_scheduled_slot);
     Py_VISIT(h->_when_slot);
+    Py_VISIT(h->_arg0);
+    Py_VISIT(h->_arg1);
     return 0;
 }
 
@@ -129,6 +207,9 @@ handle_clear(PyObject *self)
     set_none(&h->_source_traceback);
     Py_CLEAR(h->_scheduled_slot);
     Py_CLEAR(h->_when_slot);
+    h->_inline_args = 0;
+    Py_CLEAR(h->_arg0);
+    Py_CLEAR(h->_arg1);
     return 0;
 }
 
@@ -153,10 +234,14 @@ handle_dealloc(PyObject *self)
     Py_CLEAR(h->_source_traceback);
     Py_CLEAR(h->_scheduled_slot);
     Py_CLEAR(h->_when_slot);
-    if (free_count < FREE_LIST_SIZE && recyclable(type))
+    Py_CLEAR(h->_arg0);
+    Py_CLEAR(h->_arg1);
+    if (!recyclable(type))
+        type->tp_free(self);
+    else if (free_count < FREE_LIST_SIZE)
         free_list[free_count++] = self;
     else
-        type->tp_free(self);
+        uncounted_free(self);
     Py_DECREF(type);
 }
 
@@ -210,7 +295,7 @@ check_layout(PyTypeObject *handle, PyTypeObject *timer)
         return layout_error("__weakref__");
 #endif
     if (handle->tp_basicsize != offsetof(MinloopHandle, _scheduled_slot) ||
-            timer->tp_basicsize != offsetof(MinloopHandle, _when))
+            timer->tp_basicsize != offsetof(MinloopHandle, _arg0))
         return layout_error("size");
     if (handle->tp_itemsize != 0 || timer->tp_itemsize != 0)
         return layout_error("item size");
@@ -225,6 +310,42 @@ check_layout(PyTypeObject *handle, PyTypeObject *timer)
             return layout_error(asyncio_slots[i].name);
     }
     return 0;
+}
+
+/* handle_new() lays a handle out after a pre-header of preheader_size()
+ * bytes; CPython's sys.getsizeof() counts the one it expects.  A build that
+ * disagrees would corrupt the heap: refuse to import instead. */
+static int
+check_preheader(PyObject *module, const char *name)
+{
+    PyObject *type = PyObject_GetAttrString(module, name);
+    PyObject *handle = NULL, *size = NULL, *sys = NULL;
+    int rc = -1;
+    if (type == NULL)
+        return -1;
+    handle = handle_new((PyTypeObject *)type, NULL, NULL);
+    if (handle == NULL)
+        goto done;
+    sys = PyImport_ImportModule("sys");
+    if (sys == NULL)
+        goto done;
+    size = PyObject_CallMethod(sys, "getsizeof", "O", handle);
+    if (size == NULL)
+        goto done;
+#ifndef Py_GIL_DISABLED
+    if (PyLong_AsSsize_t(size) != (Py_ssize_t)(preheader_size((PyTypeObject *)type) +
+                                                (size_t)((PyTypeObject *)type)->tp_basicsize)) {
+        layout_error("the bytes before a GC object");
+        goto done;
+    }
+#endif
+    rc = 0;
+done:
+    Py_XDECREF(size);
+    Py_XDECREF(sys);
+    Py_XDECREF(handle);
+    Py_DECREF(type);
+    return rc;
 }
 
 /* ---- the module ---------------------------------------------------------- */
@@ -254,6 +375,9 @@ exec_module(PyObject *module)
             minloop_add_heap_type(module, "minloop._handle_bases",
                                   "TimerHandleBase", timer,
                                   sizeof(MinloopHandle), handle_slots) < 0)
+        goto done;
+    if (check_preheader(module, "HandleBase") < 0 ||
+            check_preheader(module, "TimerHandleBase") < 0)
         goto done;
     rc = 0;
 done:

@@ -37,6 +37,11 @@ typedef struct {
     PyObject *_scheduled_slot;
     PyObject *_when_slot;
     /* ---- ours ---- */
+    /* A callback's one or two arguments, kept here instead of in a tuple
+     * (_inline_args says how many; the _args slot then holds None until a
+     * reader asks for the tuple: handles.pyx, "Arguments"). */
+    PyObject *_arg0;
+    PyObject *_arg1;
     double _when;                  /* TimerHandle: the deadline */
     /* Position in the owning loop's heap (kept there by the heap), -1 once
      * the timer has left it (and always, for a plain Handle); the heap holds
@@ -47,9 +52,11 @@ typedef struct {
      * released rings) hold this handle; while any does, the handle is not
      * tracked by the cycle collector (see handles.pxd). */
     uint32_t _queued;
-    /* The low 30 bits of the loop's traverse epoch in which the handle was
+    /* The low 28 bits of the loop's traverse epoch in which the handle was
      * last reported: read and written only by handle_gc_seen(). */
-    uint32_t _gc_epoch : 30;
+    uint32_t _gc_epoch : 28;
+    /* 1 or 2: the arguments are _arg0 (and _arg1); 0: they are _args. */
+    uint32_t _inline_args : 2;
     /* The context is a snapshot shared with other handles (handles.pyx). */
     uint32_t _context_shared : 1;
     /* Made while the loop was in debug mode. */
@@ -60,12 +67,12 @@ typedef struct {
  * struct named once (handles.pxd declares both bases). */
 typedef MinloopHandle MinloopTimerHandle;
 
-#define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 30) - 1)
+#define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 28) - 1)
 
 /* Whether `h` was already reported in the loop traverse numbered `epoch`;
- * marks it reported otherwise.  Only the low 30 bits are stored, and they
+ * marks it reported otherwise.  Only the low 28 bits are stored, and they
  * are compared as such: comparing the stored bits with the whole counter
- * would never match once it passed 2^30, and every handle held twice would
+ * would never match once it passed 2^28, and every handle held twice would
  * be reported twice, which lets the collector free what is still in use.
  * A wrapped counter can at worst skip a handle once (kept alive one more
  * collection), never report it twice. */

@@ -29,4 +29,16 @@
 #define MINLOOP_MANAGED_WEAKREF 0
 #endif
 
+/* The type flags that put two more words before a GC object, after its
+ * PyGC_Head (CPython's _PyType_PreHeaderSize()): a __dict__ kept out of line
+ * from 3.11, and weak references from 3.12 (gh-95245).  handle_bases.c
+ * allocates its handles itself and must find the object where CPython does. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define MINLOOP_PREHEADER_FLAGS (Py_TPFLAGS_MANAGED_DICT | Py_TPFLAGS_MANAGED_WEAKREF)
+#elif PY_VERSION_HEX >= 0x030B0000
+#define MINLOOP_PREHEADER_FLAGS Py_TPFLAGS_MANAGED_DICT
+#else
+#define MINLOOP_PREHEADER_FLAGS 0
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */

@@ -69,16 +69,80 @@ def test_running_callbacks_leaves_the_allocation_count_flat(loop):
     assert gc.get_count()[0] - before < 700
 
 
+def test_held_handles_and_their_arguments_are_not_counted_minloop_is_stricter(
+        loop, minloop_only):
+    """20,000 callbacks and timers of one or two arguments, held by the
+    program, more than any free list keeps: none of them, nor their
+    arguments, counts as an allocation (asyncio counts a handle, a context
+    and a tuple for each), so scheduling them starts no collection."""
+    token = object()
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        soon = [loop.call_soon(id, token) for _ in range(20_000)]
+        later = [loop.call_later(3600, divmod, 7, 2) for _ in range(20_000)]
+        grown = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    # The two lists themselves count: a few hundred at most.
+    assert grown < 700, grown
+    assert soon[0]._args == (token,) and later[-1]._args == (7, 2)
+    for h in later:
+        h.cancel()
+    run_one_iteration(loop)
+
+
+def test_waking_many_sleeping_tasks_starts_no_young_collection_minloop_is_stricter(
+        loop, minloop_only):
+    """20,000 tasks asleep; their timers fire together and every task wakes
+    and sleeps again.  A young collection in the middle of that burst would
+    walk every future and coroutine the tasks just made: the loop adds no
+    counted object per fired timer or wake-up (no handle, no argument tuple),
+    so the burst starts none (asyncio's starts dozens)."""
+    n = 20_000
+    woke = 0
+
+    async def sleeper():
+        nonlocal woke
+        await asyncio.sleep(0.001)
+        woke += 1
+        await asyncio.sleep(3600)
+
+    async def main():
+        tasks = [loop.create_task(sleeper()) for _ in range(n)]
+        await asyncio.sleep(0)          # every task is asleep now
+        gc.collect()
+        with CollectionCounter() as collections:
+            while woke < n:
+                await asyncio.sleep(0.005)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return collections.counts
+
+    counts = loop.run_until_complete(main())
+    assert woke == n
+    assert counts[0] == 0, counts
+
+
+@pytest.mark.parametrize('via', ['callback', 'argument'])
 @pytest.mark.parametrize('timer', [False, True], ids=['call_soon', 'call_later'])
-def test_cycles_through_handles_in_every_state_are_collected(loop_factory, timer):
-    """handle -> callback -> object -> handle, for a handle never run, run,
-    cancelled, and still queued when its loop closes: all collected."""
+def test_cycles_through_handles_in_every_state_are_collected(loop_factory, timer, via):
+    """handle -> callback (or its argument) -> object -> handle, for a handle
+    never run, run, cancelled, and still queued when its loop closes: all
+    collected."""
+    def fire_with(owner):
+        pass
+
     class Owner:
         def __init__(self, lp, delay=0):
+            callback, args = ((self.fire, ()) if via == 'callback'
+                              else (fire_with, (self,)))
             if timer or delay:
-                self.handle = lp.call_later(delay, self.fire)
+                self.handle = lp.call_later(delay, callback, *args)
             else:
-                self.handle = lp.call_soon(self.fire)
+                self.handle = lp.call_soon(callback, *args)
 
         def fire(self):
             pass
