@@ -37,11 +37,24 @@
 
 /* ---- the free list ------------------------------------------------------- */
 
-/* At most this many dead handles are kept (about 600 KiB). */
+/* At most this many dead handles are kept (about 640 KiB).  The list is
+ * process-wide and unlocked: the GIL serialises every handle's birth and
+ * death.  The free-threaded build has no GIL to lean on (handles die in any
+ * thread), so there it keeps none and every handle comes from tp_alloc. */
+#ifndef Py_GIL_DISABLED
 #define FREE_LIST_SIZE 4096
+#else
+#define FREE_LIST_SIZE 1
+#endif
 
 static PyObject *free_list[FREE_LIST_SIZE];
 static int free_count = 0;
+
+#ifndef Py_GIL_DISABLED
+#define FREE_LIST_KEEPS (free_count < FREE_LIST_SIZE)
+#else
+#define FREE_LIST_KEEPS 0
+#endif
 
 static void handle_dealloc(PyObject *self);
 
@@ -238,7 +251,7 @@ handle_dealloc(PyObject *self)
     Py_CLEAR(h->_arg1);
     if (!recyclable(type))
         type->tp_free(self);
-    else if (free_count < FREE_LIST_SIZE)
+    else if (FREE_LIST_KEEPS)
         free_list[free_count++] = self;
     else
         uncounted_free(self);
