@@ -162,7 +162,7 @@ cdef int handle_run(Handle h) except -1:
         context = h._context
     cdef object callback = h._callback
     cdef object args = h._args
-    cdef object arg0 = None, arg1 = None
+    cdef object arg0, arg1   # bound only where used (no None to count)
     # Our own references: the callback may cancel its handle, which drops
     # the handle's (asyncio's call holds the unpacked arguments likewise).
     cdef unsigned int inline_args = h._inline_args
