@@ -69,6 +69,15 @@ setup(
         annotate=flag("MINLOOP_ANNOTATE"),
         # Python's indexing semantics stay on (negative indexes, bounds
         # checks): the hot paths index C arrays, which these do not affect.
-        compiler_directives={"embedsignature": True},
+        # binding=False: methods of our cdef classes are CPython's method
+        # descriptors, which check their `self` (Cython's own function type
+        # does not: LoopCore.call_later(object(), 1, print) read a plain
+        # object as a loop and crashed; cython/cython#6127).  Modules whose
+        # functions become Loop methods by assignment (sock_ops.pyx) keep
+        # binding=True at their top.  The signatures go in the docstrings in
+        # the form inspect.signature() reads.
+        compiler_directives={"embedsignature": True,
+                             "embedsignature.format": "clinic",
+                             "binding": False},
     ),
 )

@@ -20,7 +20,9 @@ from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
 from cpython.object cimport PyObject
-from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.sequence cimport PySequence_Fast_ITEMS
+from cpython.tuple cimport (PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_New,
+                            PyTuple_SET_ITEM)
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
 from .includes cimport (heap_remove, PyThreadState, PyThreadState_Get,
@@ -84,14 +86,12 @@ cdef object _own_context(Handle h):
 # asyncio's _args holds is made only when somebody asks for it (then kept
 # there, as asyncio would have it).
 
-cdef inline void _keep_inline_args(Handle h, tuple args, Py_ssize_t nargs) noexcept:
-    cdef PyObject *item = PyTuple_GET_ITEM(args, 0)
-    Py_INCREF(<object>item)
-    h._arg0 = item
+cdef inline void _keep_inline_args(Handle h, PyObject **argv, Py_ssize_t nargs) noexcept:
+    Py_INCREF(<object>argv[0])
+    h._arg0 = argv[0]
     if nargs == 2:
-        item = PyTuple_GET_ITEM(args, 1)
-        Py_INCREF(<object>item)
-        h._arg1 = item
+        Py_INCREF(<object>argv[1])
+        h._arg1 = argv[1]
     h._inline_args = <unsigned int>nargs
 
 
@@ -475,6 +475,16 @@ cdef inline void _share_again(Handle h, object snapshot, object context) noexcep
 
 cdef inline int _init_handle(Handle h, object callback, tuple args,
                               object loop, object context, bint debug) except -1:
+    cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
+    if nargs == 1 or nargs == 2:
+        _keep_inline_args(h, <PyObject **>PySequence_Fast_ITEMS(args), nargs)
+    else:
+        h._args = args
+    return _init_handle_rest(h, callback, loop, context, debug)
+
+
+cdef inline int _init_handle_rest(Handle h, object callback, object loop,
+                                  object context, bint debug) except -1:
     if context is None:
         if _share_snapshots:
             context = _context_snapshot()
@@ -486,11 +496,6 @@ cdef inline int _init_handle(Handle h, object callback, tuple args,
         raise TypeError(f'context must be a contextvars.Context, '
                         f'got {type(context).__name__}')
     h._callback = callback
-    cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
-    if nargs == 1 or nargs == 2:
-        _keep_inline_args(h, args, nargs)
-    else:
-        h._args = args
     h._context = context
     h._loop = loop
     h._debug = debug
@@ -505,6 +510,26 @@ cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug):
     cdef Handle h = Handle.__new__(Handle)
     _init_handle(h, callback, args, loop, context, debug)
+    return h
+
+
+cdef Handle new_handle_from_vector(object callback, PyObject **argv,
+                                   Py_ssize_t argc, object loop,
+                                   object context, bint debug):
+    cdef Handle h = Handle.__new__(Handle)
+    cdef Py_ssize_t i
+    cdef tuple args
+    if argc == 1 or argc == 2:
+        _keep_inline_args(h, argv, argc)
+    elif argc:
+        args = PyTuple_New(argc)
+        for i in range(argc):
+            Py_INCREF(<object>argv[i])
+            PyTuple_SET_ITEM(args, i, <object>argv[i])
+        h._args = args
+    else:
+        h._args = ()
+    _init_handle_rest(h, callback, loop, context, debug)
     return h
 
 

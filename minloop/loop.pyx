@@ -27,6 +27,7 @@ from asyncio import tasks as _aio_tasks
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.errno cimport EINTR, ENOMEM
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
@@ -34,7 +35,8 @@ from libc.stdlib cimport calloc, free
 
 from .includes cimport *
 from .oserrors cimport os_error
-from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
+from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle,
+                       new_handle_from_vector, new_timer,
                        handle_enqueued, handle_dequeued, handle_run,
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
@@ -314,6 +316,20 @@ cdef class LoopCore:
         self._push_ready(handle)
         return handle
 
+    cdef Handle _call_soon_vector(self, object callback, PyObject **argv,
+                                  Py_ssize_t argc, object context):
+        """call_soon() as _call_soon_entry() reaches it (see there)."""
+        _check_open(self)
+        if self._debug:
+            self._check_thread_fast()
+            self._check_callback_fast(callback, 'call_soon')
+        elif not PyCallable_Check(callback):
+            self._check_callback_fast(callback, 'call_soon')
+        cdef Handle handle = new_handle_from_vector(callback, argv, argc, self,
+                                                    context, self._debug)
+        self._push_ready(handle)
+        return handle
+
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
         _check_open(self)
@@ -470,7 +486,7 @@ cdef class LoopCore:
             # subclass or the instance itself may replace it.  Looked up
             # once per run: unless replaced, the compiled iteration runs.
             run_once = self._run_once
-            if getattr(run_once, '__func__', None) is LoopCore._run_once:
+            if _is_own_run_once(self, run_once):
                 run_once = None
             while True:
                 if run_once is None:
@@ -492,6 +508,7 @@ cdef class LoopCore:
     def _run_once(self):
         """Run one full iteration (asyncio's name; tests step loops so)."""
         self._run_iteration()
+
 
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
@@ -1108,6 +1125,14 @@ if hasattr(os, 'register_at_fork'):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+cdef bint _is_own_run_once(LoopCore loop, object run_once) except -1:
+    """Whether `run_once` (loop._run_once, looked up) is LoopCore's own,
+    bound to `loop`: a bound built-in method equals another with the same
+    function and the same self."""
+    own = LoopCore._run_once.__get__(loop, type(loop))
+    return type(run_once) is type(own) and run_once == own
+
+
 # ----------------------------------------------------------------------
 # Garbage collection
 #
@@ -1202,3 +1227,63 @@ cdef _install_gc_hooks():
 
 
 _install_gc_hooks()
+
+
+# ----------------------------------------------------------------------
+# call_soon's entry point
+#
+# asyncio's futures and tasks schedule every step and done callback with
+# loop.call_soon(callback, future, context=ctx), a vectorcall.  The wrapper
+# Cython makes for `def call_soon(self, callback, *args, context=None)`
+# packs the arguments into a new tuple and looks for the keyword in a
+# general parser; this entry reads the call's vector directly, and a handle
+# keeps one or two arguments itself, so scheduling a callback allocates
+# nothing but its handle.  It replaces the `def` in LoopCore's dict at
+# import (the `def` stays as the method's documented definition, and what
+# a subclass's super().call_soon() reaches is this entry too).  Errors are
+# the `def`'s, word for word.
+
+cdef object _call_soon_entry(object self, PyObject **argv, Py_ssize_t nargs,
+                             PyObject *kwnames):
+    cdef object context = None
+    cdef PyObject *callback = NULL
+    cdef Py_ssize_t i, nkw = 0
+    if kwnames != NULL:
+        nkw = PyTuple_GET_SIZE(<object>kwnames)
+    for i in range(nkw):
+        key = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+        if key == 'context':
+            context = <object>argv[nargs + i]
+        elif key == 'callback' and nargs == 0:
+            callback = argv[nargs + i]
+        elif key == 'callback':
+            raise TypeError("call_soon() got multiple values for keyword "
+                            "argument 'callback'")
+        else:
+            raise TypeError(f"call_soon() got an unexpected keyword argument '{key}'")
+    if nargs:
+        return (<LoopCore>self)._call_soon_vector(<object>argv[0], argv + 1,
+                                                   nargs - 1, context)
+    if callback == NULL:
+        raise TypeError("call_soon() takes at least 1 positional argument (0 given)")
+    return (<LoopCore>self)._call_soon_vector(<object>callback, NULL, 0, context)
+
+
+cdef PyMethodDef _call_soon_def
+_call_soon_def.ml_name = "call_soon"
+_call_soon_def.ml_meth = <void *><fastcall_kw_fn>_call_soon_entry
+_call_soon_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_call_soon_def.ml_doc = (
+    "call_soon($self, callback, *args, context=None)\n--\n\n"
+    "Arrange for a callback to be called as soon as possible.\n\n"
+    "Callbacks run in the order in which they are registered, each\n"
+    "exactly once.")
+
+
+cdef _install_call_soon_entry():
+    descr = PyDescr_NewMethod(<void *>LoopCore, &_call_soon_def)
+    (<dict><object>(<dict_type *>LoopCore).tp_dict)['call_soon'] = descr
+    PyType_Modified(LoopCore)
+
+
+_install_call_soon_entry()

@@ -1,6 +1,7 @@
 """Wrong arguments and calls on a closed loop: asyncio's exception types and messages."""
 
 import asyncio
+import contextvars
 import concurrent.futures
 import functools
 import signal
@@ -170,6 +171,57 @@ def test_call_soon_without_callback(loop):
     """call_soon() with no callback -> TypeError."""
     with pytest.raises(TypeError):
         loop.call_soon()
+
+
+def test_call_soon_callback_by_keyword(loop):
+    """callback= is a keyword too, as in asyncio's signature; given twice,
+    or with context= only, it is a TypeError only when it is missing."""
+    ran = []
+    loop.call_soon(callback=lambda: ran.append('kw'))
+    loop.call_soon(context=contextvars.copy_context(), callback=lambda: ran.append('ctx'))
+    with pytest.raises(TypeError):
+        loop.call_soon(print, callback=print)
+    with pytest.raises(TypeError):
+        loop.call_soon(context=contextvars.copy_context())
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert ran == ['kw', 'ctx']
+
+
+@pytest.mark.parametrize("nargs", [0, 1, 2, 3, 5])
+def test_call_soon_passes_every_argument_in_order(loop, nargs):
+    got = []
+    args = tuple(object() for _ in range(nargs))
+    handle = loop.call_soon(lambda *a: got.append(a), *args)
+    assert handle._args == args
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert got == [args] and all(a is b for a, b in zip(got[0], args))
+
+
+def test_call_soon_through_a_subclass_and_unbound(loop_factory):
+    """A subclass's super().call_soon() reaches the loop's own; the method
+    called unbound checks its self."""
+    base = type(loop_factory())
+
+    class Counting(base):
+        calls = 0
+
+        def call_soon(self, callback, *args, context=None):
+            Counting.calls += 1
+            return super().call_soon(callback, *args, context=context)
+
+    lp = Counting()
+    try:
+        ran = []
+        lp.call_soon(ran.append, 1)
+        lp.run_until_complete(asyncio.sleep(0))
+        assert ran == [1] and Counting.calls >= 1
+        with pytest.raises((TypeError, AttributeError)):   # asyncio: AttributeError
+            base.call_soon(object(), print)
+        assert isinstance(base.call_soon(lp, print), asyncio.Handle)
+    finally:
+        lp.close()
 
 
 # (the name in asyncio's debug-mode message, how to schedule a callback)

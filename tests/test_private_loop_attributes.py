@@ -83,7 +83,7 @@ def test_minloop_runs_its_compiled_iteration_unless_replaced(loop, loop_kind):
     if loop_kind != "minloop":
         pytest.skip("minloop's fast path")
     from minloop.loop import LoopCore
-    assert loop._run_once.__func__ is LoopCore._run_once
+    assert loop._run_once == LoopCore._run_once.__get__(loop)
 
 
 # --- _clock_resolution -------------------------------------------------------
