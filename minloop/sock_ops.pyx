@@ -45,10 +45,11 @@ from asyncio import exceptions as _aio_exceptions
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, _PyBytes_Resize
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, _PyBytes_Resize,
+                            PyBytes_FromStringAndSize)
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF
 from libc.errno cimport errno, EINTR, ENOTCONN
 from libc.stdint cimport int64_t, INT64_MAX
@@ -58,8 +59,17 @@ from posix.unistd cimport lseek, SEEK_SET
 from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw)
+from .lifecycle cimport READ_SIZE, read_buffer
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
+
+
+cdef extern from "socket_object.h":
+    # The head of CPython's socket object; see the header for why and how
+    # it is checked (_probe_socket_layout() below).
+    ctypedef struct minloop_socket_head:
+        int sock_fd
+        int64_t sock_timeout
 
 
 cdef object _socket_type = _socket.socket
@@ -91,7 +101,43 @@ cdef object _AGAIN = object()
 # ----------------------------------------------------------------------
 # Direct syscalls, for plain non-blocking sockets
 
-cdef int _plain_fd(object sock) except -3:
+def _probe_socket_layout():
+    """Whether socket.socket's fd and timeout may be read from the object
+    (src/socket_object.h): the fields agree with fileno() and gettimeout()
+    in every state that matters, and the type holds the whole head."""
+    cdef minloop_socket_head *head
+    if (<PyTypeObject *>_socket_type).tp_basicsize < <Py_ssize_t>sizeof(minloop_socket_head):
+        return False
+    try:
+        a, b = _socket.socketpair()
+    except OSError:
+        return False
+    try:
+        for sock, timeout in ((a, None), (a, 0.0), (a, 2.5), (b, 0.0)):
+            sock.settimeout(timeout)
+            head = <minloop_socket_head *><PyObject *>sock
+            if head.sock_fd != sock.fileno() or head.sock_fd < 0:
+                return False
+            if (head.sock_timeout < 0) != (sock.gettimeout() is None):
+                return False
+            if (head.sock_timeout == 0) != (sock.gettimeout() == 0):
+                return False
+        fd = b.fileno()
+        if b.detach() != fd or (<minloop_socket_head *><PyObject *>b).sock_fd != -1:
+            _os.close(fd)
+            return False
+        _os.close(fd)
+        a.close()
+        return (<minloop_socket_head *><PyObject *>a).sock_fd == -1 == a.fileno()
+    finally:
+        a.close()
+        b.close()
+
+
+cdef bint _layout_known = _probe_socket_layout()
+
+
+cdef inline int _plain_fd(object sock) except -3:
     """sock's fd if its syscalls may be made directly, else -2.
 
     Only the exact socket.socket type with timeout 0 qualifies: its methods
@@ -99,11 +145,22 @@ cdef int _plain_fd(object sock) except -3:
     A closed socket gives -1, and the syscall fails with EBADF as the
     method would.
     """
+    cdef minloop_socket_head *head
     if type(sock) is not _socket_type:
         return -2
+    if _layout_known:
+        head = <minloop_socket_head *><PyObject *>sock
+        return head.sock_fd if head.sock_timeout == 0 else -2
     timeout = sock.gettimeout()
     if timeout is None or timeout != 0:
         return -2
+    return sock.fileno()
+
+
+cdef inline object _fileno(object sock):
+    """sock.fileno(), read from the object where that is the same."""
+    if _layout_known and type(sock) is _socket_type:
+        return (<minloop_socket_head *><PyObject *>sock).sock_fd
     return sock.fileno()
 
 
@@ -124,8 +181,29 @@ cdef int _raise_errno(int err) except -1:
     raise os_error(err)
 
 
-cdef object _recv_bytes(int fd, Py_ssize_t n):
-    """recv(n) on fd: the bytes, or _AGAIN."""
+cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
+    """recv(n) on fd: the bytes, or _AGAIN.
+
+    Up to READ_SIZE bytes are received into the loop's read buffer and
+    copied into a bytes object of the size received, as the transports do:
+    a caller asking for much more than arrives (the usual 256 KiB for a
+    1 KiB message) then costs no allocation of n bytes to shrink, and a
+    recv that would block allocates nothing.  No Python code runs between
+    the recv and the copy (see lifecycle.read_buffer).
+    """
+    cdef Py_ssize_t got
+    cdef char *buf
+    if n > READ_SIZE:
+        return _recv_bytes_direct(fd, n)
+    buf = read_buffer(loop)
+    got = _recv_into(fd, buf, n)
+    if got < 0:
+        return _AGAIN
+    return PyBytes_FromStringAndSize(buf, got)
+
+
+cdef object _recv_bytes_direct(int fd, Py_ssize_t n):
+    """recv(n) on fd into a bytes object of n bytes, shrunk to fit."""
     cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
     cdef ssize_t got
     cdef int err
@@ -204,6 +282,42 @@ cdef bint _byte_buffer(object data) except -1:
 # ----------------------------------------------------------------------
 # Waiting for the fd
 
+cdef extern from *:
+    """
+    /* A type's version tag: CPython gives a type a new one (never reused)
+     * whenever it or a base is modified, and 0 means "none yet". */
+    static inline unsigned int minloop_type_version(PyObject *t)
+    {
+        PyTypeObject *tp = (PyTypeObject *)t;
+    #ifdef Py_TPFLAGS_VALID_VERSION_TAG
+        if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+            return 0;
+    #endif
+        return tp->tp_version_tag;
+    }
+    """
+    unsigned int minloop_type_version(object t)
+
+
+# The version tag of the last loop class found to keep the core's
+# _ensure_fd_no_transport: assigning to the class (or a base) changes its
+# tag, so a class patched since is looked at again.
+cdef unsigned int _core_check_version = 0
+
+
+cdef bint _core_transport_check(LoopCore loop) except -1:
+    """type(loop) checks fds for transports with the core's method."""
+    global _core_check_version
+    t = type(loop)
+    cdef unsigned int version = minloop_type_version(t)
+    if version != 0 and version == _core_check_version:
+        return True
+    if getattr(t, '_ensure_fd_no_transport', None) is not _core_ensure_fd_no_transport:
+        return False
+    _core_check_version = version   # read before the lookup: 0 or current
+    return True
+
+
 cdef int _ensure_fd_no_transport(LoopCore loop, object fd) except -1:
     """loop._ensure_fd_no_transport(fd): asyncio's check that no transport
     owns it (RuntimeError unless that one is closing).
@@ -214,8 +328,7 @@ cdef int _ensure_fd_no_transport(LoopCore loop, object fd) except -1:
     replaced the check goes to the method.
     """
     if (type(fd) is int and loop._transport_of(fd) is None
-            and getattr(type(loop), '_ensure_fd_no_transport', None)
-                is _core_ensure_fd_no_transport):
+            and _core_transport_check(loop)):
         return 0
     loop._ensure_fd_no_transport(fd)
     return 0
@@ -243,7 +356,7 @@ cdef class _SockWait:
         self.loop = loop
         self.sock = sock
         self.fut = loop.create_future() if fut is None else fut
-        fd = sock.fileno()
+        fd = _fileno(sock)
         _ensure_fd_no_transport(loop, fd)
         self.fd = fd
         self.fdn = fd
@@ -317,7 +430,7 @@ cdef class _RecvWait(_SockWait):
         if self.size >= 0:
             fd = _plain_fd(self.sock)
             if fd != -2:
-                return _recv_bytes(fd, self.size)
+                return _recv_bytes(self.loop, fd, self.size)
         return self.sock.recv(self.n)
 
 
@@ -609,7 +722,7 @@ async def sock_recv(LoopCore self, sock, n):
     if fd != -2:
         size = _size_arg(n)
     if size >= 0:
-        data = _recv_bytes(fd, size)
+        data = _recv_bytes(self, fd, size)
         if data is not _AGAIN:
             return data
     else:

@@ -185,7 +185,8 @@ def test_recv_zero_bytes(loop, socketpair):
     assert a.recv(10) == b'abc'
 
 
-@pytest.mark.parametrize('size', [1, 100, 65536, 300_000])
+# 256 KiB is where minloop stops receiving through the loop's read buffer.
+@pytest.mark.parametrize('size', [1, 100, 65536, 262_144, 262_145, 300_000])
 def test_recv_sizes(loop, socketpair, size):
     a, b = socketpair
     payload = bytes(range(256)) * (size // 256 + 1)
@@ -648,4 +649,163 @@ def test_fd_owned_by_a_transport_is_refused_when_waiting(loop):
                 finally:
                     transport.close()
                     await asyncio.sleep(0)
+    loop.run_until_complete(main())
+
+
+# ----------------------------------------------------------------------
+# What the socket says now, not what it said before: minloop reads a plain
+# socket's fd and timeout from the object, and remembers which loop classes
+# keep asyncio's transport check; each must follow a change at once.
+
+def test_timeout_set_after_a_wait_is_honoured(loop, socketpair):
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 10))
+        await asyncio.sleep(0)
+        b.send(b'one')
+        assert await task == b'one'
+        # Now a socket with a timeout: its own recv() waits and times out
+        # (a non-blocking recv would wait on the loop for ever).
+        a.settimeout(0.01)
+        with pytest.raises(TimeoutError):
+            await loop.sock_recv(a, 10)
+        a.settimeout(0.0)
+        b.send(b'two')
+        assert await loop.sock_recv(a, 10) == b'two'
+    loop.run_until_complete(main())
+
+
+def test_blocking_again_is_rejected_in_debug_mode(loop, socketpair):
+    a, b = socketpair
+    loop.set_debug(True)
+    b.send(b'x')
+    assert loop.run_until_complete(loop.sock_recv(a, 10)) == b'x'
+    a.setblocking(True)
+    with pytest.raises(ValueError, match='the socket must be non-blocking'):
+        loop.run_until_complete(loop.sock_recv(a, 10))
+    with pytest.raises(ValueError, match='the socket must be non-blocking'):
+        loop.run_until_complete(loop.sock_sendall(a, b'y'))
+
+
+def test_detached_socket_fails_as_its_methods_do(loop, socketpair):
+    a, b = socketpair
+    b.send(b'x')
+    assert loop.run_until_complete(loop.sock_recv(a, 10)) == b'x'
+    fd = a.detach()
+    try:
+        b.send(b'left')
+        for op, args in (('sock_recv', (10,)), ('sock_recv_into', (bytearray(4),)),
+                         ('sock_sendall', (b'x',))):
+            with pytest.raises(OSError) as info:
+                loop.run_until_complete(getattr(loop, op)(a, *args))
+            assert info.value.errno == 9, op   # EBADF, as a.recv() raises
+        assert os.read(fd, 10) == b'left'      # the file was not touched
+    finally:
+        os.close(fd)
+
+
+def test_socket_closed_while_recv_waits(loop, socketpair):
+    # asyncio's reader stays on the old fd number until the operation ends;
+    # closing the socket under it is the caller's business.  The wait ends
+    # with the socket's own error once the fd is reported.
+    a, b = socketpair
+
+    async def main():
+        task = asyncio.ensure_future(loop.sock_recv(a, 10))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        a.close()
+        with pytest.raises(OSError) as info:
+            await loop.sock_recv(a, 10)
+        assert info.value.errno == 9
+    loop.run_until_complete(main())
+
+
+def test_transport_check_patched_onto_the_class_later_is_called(loop_factory):
+    # A class that kept asyncio's check, then replaced it: the new one is
+    # asked from the next wait on.
+    base = loop_factory()
+    base.close()
+    asked = []
+
+    class Patched(type(base)):
+        pass
+
+    lp = Patched()
+    try:
+        async def main():
+            a, b = socket.socketpair()
+            with a, b:
+                a.setblocking(False)
+                b.setblocking(False)
+                for n in range(3):
+                    if n == 2:
+                        def check(self, fd):
+                            asked.append(fd)
+                        Patched._ensure_fd_no_transport = check
+                    task = asyncio.ensure_future(lp.sock_recv(a, 10))
+                    await asyncio.sleep(0)
+                    b.send(b'%d' % n)
+                    assert await task == b'%d' % n
+                # (asyncio asks again as it removes its reader)
+                assert asked and set(asked) == {a.fileno()}
+        lp.run_until_complete(main())
+    finally:
+        lp.close()
+
+
+def test_datagram_truncated_to_the_size_asked(loop):
+    # recv(n) of a datagram keeps n bytes and drops the rest, as the
+    # socket's own recv() does (minloop receives through a larger buffer).
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        a.setblocking(False)
+
+        async def main():
+            b.send(b'0123456789')
+            b.send(b'abc')
+            assert await loop.sock_recv(a, 4) == b'0123'
+            assert await loop.sock_recv(a, 4) == b'abc'
+            task = asyncio.ensure_future(loop.sock_recv(a, 2))
+            await asyncio.sleep(0)
+            b.send(b'xyz')
+            assert await task == b'xy'
+        loop.run_until_complete(main())
+
+
+def test_sock_recv_beside_a_transport_reading_on_the_same_loop(loop):
+    # minloop's sock_recv and its transports receive through one buffer:
+    # each must get its own bytes, however their reads interleave.
+    class Collect(asyncio.Protocol):
+        def __init__(self):
+            self.data = bytearray()
+
+        def data_received(self, data):
+            self.data += data
+
+    async def main():
+        t1, t2 = socket.socketpair()
+        s1, s2 = socket.socketpair()
+        with t2, s1, s2:
+            s1.setblocking(False)
+            transport, proto = await loop.connect_accepted_socket(Collect, t1)
+            try:
+                for i in range(50):
+                    t2.send(bytes([i % 256]) * 1000)
+                    task = asyncio.ensure_future(loop.sock_recv(s1, 4096))
+                    await asyncio.sleep(0)
+                    s2.send(bytes([(i + 1) % 256]) * 700)
+                    got = await task
+                    assert got == bytes([(i + 1) % 256]) * 700
+                for _ in range(100):
+                    if len(proto.data) == 50_000:
+                        break
+                    await asyncio.sleep(0.001)
+                assert proto.data == b''.join(bytes([i % 256]) * 1000 for i in range(50))
+            finally:
+                transport.close()
+                await asyncio.sleep(0)
     loop.run_until_complete(main())

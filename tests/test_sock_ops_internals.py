@@ -493,3 +493,26 @@ def test_forked_child_rearms_oneshot_waiters_in_its_own_poller(loop, pair):
             os.close(fd)
         c.close()
         d.close()
+
+
+def test_socket_fields_are_read_from_the_object():
+    # src/socket_object.h: CPython's socket object layout, checked at
+    # import.  If this fails, minloop silently fell back to calling
+    # fileno() and gettimeout() on every operation.
+    assert sock_ops._probe_socket_layout() is True
+
+
+def test_waits_use_the_core_transport_check_without_asking_the_class(loop, pair):
+    # The answer "the class keeps the core's check" is remembered by the
+    # class's version tag; a class changed since is asked again (see
+    # test_sock_api's test_transport_check_patched_onto_the_class_later).
+    a, b = pair
+
+    async def main():
+        for n in range(3):
+            task = asyncio.ensure_future(loop.sock_recv(a, 10))
+            await asyncio.sleep(0)
+            b.send(b'x')
+            assert await task == b'x'
+    loop.run_until_complete(main())
+    assert loop.futures == 3
