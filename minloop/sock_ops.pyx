@@ -181,24 +181,38 @@ cdef int _raise_errno(int err) except -1:
     raise os_error(err)
 
 
+# Whether the last recv of _recv_bytes() brought more than is worth copying
+# out of the read buffer.  A hint only: both ways make the same one recv(n)
+# call and give the same bytes, so a wrong guess costs time, never data.
+cdef Py_ssize_t _COPY_MAX = 16 * 1024
+cdef bint _recv_large = False
+
+
 cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
     """recv(n) on fd: the bytes, or _AGAIN.
 
-    Up to READ_SIZE bytes are received into the loop's read buffer and
-    copied into a bytes object of the size received, as the transports do:
-    a caller asking for much more than arrives (the usual 256 KiB for a
-    1 KiB message) then costs no allocation of n bytes to shrink, and a
-    recv that would block allocates nothing.  No Python code runs between
-    the recv and the copy (see lifecycle.read_buffer).
+    Small messages are received into the loop's read buffer and copied into
+    a bytes object of the size received, as the transports do: a caller
+    asking for much more than arrives (the usual 256 KiB for a 1 KiB
+    message) then costs no allocation of n bytes to shrink, and a recv that
+    would block allocates nothing.  No Python code runs between the recv
+    and the copy (see lifecycle.read_buffer).  While the recvs bring more
+    than _COPY_MAX, the copy would cost more than the allocation: the bytes
+    object of n bytes is received into directly.
     """
+    global _recv_large
     cdef Py_ssize_t got
     cdef char *buf
-    if n > READ_SIZE:
-        return _recv_bytes_direct(fd, n)
+    if n > READ_SIZE or (_recv_large and n > _COPY_MAX):
+        data = _recv_bytes_direct(fd, n)
+        if data is not _AGAIN:
+            _recv_large = PyBytes_GET_SIZE(data) > _COPY_MAX
+        return data
     buf = read_buffer(loop)
     got = _recv_into(fd, buf, n)
     if got < 0:
         return _AGAIN
+    _recv_large = got > _COPY_MAX
     return PyBytes_FromStringAndSize(buf, got)
 
 

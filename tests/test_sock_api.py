@@ -809,3 +809,23 @@ def test_sock_recv_beside_a_transport_reading_on_the_same_loop(loop):
                 transport.close()
                 await asyncio.sleep(0)
     loop.run_until_complete(main())
+
+
+def test_recv_of_alternating_sizes(loop, socketpair):
+    # minloop receives large reads straight into the result and small ones
+    # through its read buffer, switching by the size the last one brought:
+    # every switch must keep the bytes and their order.
+    a, b = socketpair
+    sizes = [40_000, 100, 20_000, 1, 16_385, 16_384, 300, 60_000, 5]
+    stream = bytes(range(256)) * (sum(sizes) // 256 + 1)
+
+    async def main():
+        pos = 0
+        for size in sizes:
+            b.send(stream[pos:pos + size])
+            got = bytearray()
+            while len(got) < size:
+                got += await loop.sock_recv(a, 262_144)
+            assert bytes(got) == stream[pos:pos + size]
+            pos += size
+    loop.run_until_complete(main())
