@@ -150,6 +150,15 @@ cdef extern from "net_compat.h" nogil:
 
 # contextvars.Context's variables, read directly where this build knows its
 # layout (handles.pyx confirms it at import time).
+cdef extern from "socket_object.h":
+    # The head of CPython's socket object; see the header for why and how
+    # it is checked (sock_ops.pyx, _probe_socket_layout()).
+    ctypedef struct minloop_socket_head:
+        int sock_fd
+        long long sock_timeout
+    unsigned int minloop_type_version(object t)
+
+
 cdef extern from "context_layout.h":
     bint MINLOOP_KNOWN_CONTEXT_LAYOUT
     PyObject *minloop_context_vars(PyObject *ctx)

@@ -58,18 +58,11 @@ from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
-                        PyBytes_FromStringAndSize_raw)
+                        PyBytes_FromStringAndSize_raw, minloop_socket_head,
+                        minloop_type_version)
 from .lifecycle cimport READ_SIZE, read_buffer
 from .loop cimport LoopCore
 from .oserrors cimport os_error, would_block
-
-
-cdef extern from "socket_object.h":
-    # The head of CPython's socket object; see the header for why and how
-    # it is checked (_probe_socket_layout() below).
-    ctypedef struct minloop_socket_head:
-        int sock_fd
-        int64_t sock_timeout
 
 
 cdef object _socket_type = _socket.socket
@@ -295,23 +288,6 @@ cdef bint _byte_buffer(object data) except -1:
 
 # ----------------------------------------------------------------------
 # Waiting for the fd
-
-cdef extern from *:
-    """
-    /* A type's version tag: CPython gives a type a new one (never reused)
-     * whenever it or a base is modified, and 0 means "none yet". */
-    static inline unsigned int minloop_type_version(PyObject *t)
-    {
-        PyTypeObject *tp = (PyTypeObject *)t;
-    #ifdef Py_TPFLAGS_VALID_VERSION_TAG
-        if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
-            return 0;
-    #endif
-        return tp->tp_version_tag;
-    }
-    """
-    unsigned int minloop_type_version(object t)
-
 
 # The version tag of the last loop class found to keep the core's
 # _ensure_fd_no_transport: assigning to the class (or a base) changes its
