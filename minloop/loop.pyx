@@ -497,7 +497,8 @@ cdef class LoopCore:
         cdef int64_t timeout_ns
         cdef int rc
         cdef double when, end_time
-        cdef size_t ntodo, i
+        cdef size_t ntodo, i, ndue, j, k
+        cdef heap_due due[HEAP_DUE_BATCH]
         cdef void *item
         cdef Handle handle
 
@@ -536,18 +537,26 @@ cdef class LoopCore:
                 PyErr_CheckSignals()
 
         # Handle 'later' callbacks that are ready.  The heap's reference to
-        # each due timer moves to the ready queue.
+        # each due timer moves to the ready queue.  They leave the heap a
+        # batch at a time (heap_pop_due), in the order they would be popped.
         if heap_len(&self._timers):
             end_time = monotonic_now() + self._clock_resolution
             while True:
-                item = heap_peek(&self._timers, &when)
-                if item == NULL or when >= end_time:
+                ndue = heap_pop_due(&self._timers, end_time, due, HEAP_DUE_BATCH)
+                for j in range(ndue):
+                    # The heap's reference and bookkeeping pass to the ring.
+                    rc = ring_push(&self._ready, due[j].item)
+                    if rc < 0:
+                        # The rest of the batch goes back as it was (due
+                        # next time, in order); if even that fails, its
+                        # timers are given up as the failed one is.
+                        if heap_unpop(&self._timers, &due[j + 1], ndue - j - 1) < 0:
+                            for k in range(j + 1, ndue):
+                                handle_dequeued(<Handle>due[k].item)
+                                Py_DECREF(<object>due[k].item)
+                        self._check_push(<Handle>due[j].item, rc)
+                if ndue < HEAP_DUE_BATCH:
                     break
-                heap_pop(&self._timers)
-                # The heap's reference and bookkeeping pass to the ring.
-                rc = ring_push(&self._ready, item)
-                if rc < 0:
-                    self._check_push(<Handle>item, rc)
 
         # This is the only place where callbacks are actually *called*.
         # All other places just add them to ready.  We run all currently

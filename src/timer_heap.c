@@ -17,6 +17,14 @@
 #define HEAP_SEQ_MAX UINT32_MAX
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define HEAP_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#define HEAP_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define HEAP_PREFETCH(p) ((void)(p))
+#define HEAP_PREFETCH_W(p) ((void)(p))
+#endif
+
 /* Children per node: four 16-byte entries are one cache line. */
 #define HEAP_ARITY 4
 
@@ -30,12 +38,24 @@
 /* ---------------------------------------------------------------------
  * Order */
 
-/* Strictly earlier: by deadline, then by push order.  Written without
- * short-circuits so that the compiler can pick the earliest of four
- * siblings without branches, which the data makes unpredictable. */
+/* Strictly earlier: by deadline, then by push order (the slot below the
+ * seq never decides: seqs differ).  One comparison of two 128-bit numbers
+ * where the compiler has them, which picks the earliest of four siblings
+ * without branches, which the data makes unpredictable. */
 static inline int heap_less(const heap_entry *a, const heap_entry *b)
 {
-    return (a->when < b->when) | ((a->when == b->when) & (a->seq < b->seq));
+#ifdef __SIZEOF_INT128__
+    return ((unsigned __int128)a->key << 64 | a->order) <
+           ((unsigned __int128)b->key << 64 | b->order);
+#else
+    return (a->key < b->key) | ((a->key == b->key) & (a->order < b->order));
+#endif
+}
+
+static inline heap_entry heap_make_entry(uint64_t key, uint32_t seq, uint32_t slot)
+{
+    heap_entry e = {key, (uint64_t)seq << 32 | slot};
+    return e;
 }
 
 static inline size_t heap_parent(size_t i) { return (i - 1) / HEAP_ARITY; }
@@ -44,7 +64,7 @@ static inline size_t heap_parent(size_t i) { return (i - 1) / HEAP_ARITY; }
 static inline void heap_place(timer_heap *h, size_t i, heap_entry e)
 {
     h->entries[i] = e;
-    h->where[e.slot] = (uint32_t)i;
+    h->where[heap_entry_slot(&e)] = (uint32_t)i;
 }
 
 /* Puts e into the hole at i, moving later ancestors down past it. */
@@ -104,9 +124,8 @@ static size_t heap_block_size(size_t cap)
 
 /* Moves the heap into a new block of `cap` timers (cap >= len).  Growing
  * keeps every slot's name and frees the new ones; shrinking renames the
- * slot of entries[i] to i (and tells its item), so that every live name
- * fits the smaller arrays.  -1 if the block cannot be allocated (the heap
- * is unchanged). */
+ * live slots that the smaller arrays cannot hold.  -1 if the block cannot
+ * be allocated (the heap is unchanged). */
 static int heap_resize(timer_heap *h, size_t cap)
 {
     if (cap > HEAP_MAX_CAP || cap > (SIZE_MAX - HEAP_LINE) / 64)
@@ -131,15 +150,40 @@ static int heap_resize(timer_heap *h, size_t cap)
             where[s] = s + 1 < cap ? (uint32_t)(s + 1) : h->free_slot;
         h->free_slot = (uint32_t)h->cap;
     } else {
-        for (s = 0; s < len; s++) {
-            slots[s] = h->slots[entries[s].slot];
-            entries[s].slot = (uint32_t)s;
-            where[s] = (uint32_t)s;
-            *slots[s].pos = (ssize_t)s;
+        /* Shrinking.  A live slot below the new cap keeps its name (most
+         * do); one above it takes a free name below, and its item is told
+         * (a write into a handle that may be cold, so as few as we can).
+         * where[] first marks the names in use. */
+        size_t i, f = 0;
+        for (s = 0; s < cap; s++)
+            where[s] = HEAP_NO_SLOT;
+        for (i = 0; i < len; i++) {
+            s = heap_entry_slot(&entries[i]);
+            if (s < cap) {
+                slots[s] = h->slots[s];
+                where[s] = (uint32_t)i;
+            }
         }
-        for (s = len; s < cap; s++)
-            where[s] = s + 1 < cap ? (uint32_t)(s + 1) : HEAP_NO_SLOT;
-        h->free_slot = len < cap ? (uint32_t)len : HEAP_NO_SLOT;
+        for (i = 0; i < len; i++) {
+            s = heap_entry_slot(&entries[i]);
+            if (s >= cap) {
+                while (where[f] != HEAP_NO_SLOT)
+                    f++;
+                slots[f] = h->slots[s];
+                where[f] = (uint32_t)i;
+                entries[i] = heap_make_entry(entries[i].key, heap_entry_seq(&entries[i]),
+                                             (uint32_t)f);
+                *slots[f].pos = (ssize_t)f;
+            }
+        }
+        /* The names left unmarked are free, chained lowest first. */
+        uint32_t head = HEAP_NO_SLOT;
+        for (s = cap; s-- > 0;)
+            if (where[s] == HEAP_NO_SLOT) {
+                where[s] = head;
+                head = (uint32_t)s;
+            }
+        h->free_slot = head;
     }
     free(h->block);
     h->block = block;
@@ -150,10 +194,14 @@ static int heap_resize(timer_heap *h, size_t cap)
     return 0;
 }
 
+/* Halves the block while it is less than a quarter full, in one move. */
 static void heap_maybe_shrink(timer_heap *h)
 {
-    if (h->cap > HEAP_MIN_CAP && h->len < h->cap / 4)
-        (void)heap_resize(h, h->cap / 2);  /* a failed shrink keeps the memory */
+    size_t cap = h->cap;
+    while (cap > HEAP_MIN_CAP && h->len < cap / 4)
+        cap /= 2;
+    if (cap != h->cap)
+        (void)heap_resize(h, cap);  /* a failed shrink keeps the memory */
 }
 
 static int heap_compare_entries(const void *pa, const void *pb)
@@ -176,8 +224,11 @@ static int heap_renumber(timer_heap *h)
             return -1;
         memcpy(sorted, h->entries, len * sizeof(heap_entry));
         qsort(sorted, len, sizeof(heap_entry), heap_compare_entries);
-        for (r = 0; r < len; r++)
-            h->entries[h->where[sorted[r].slot]].seq = (uint32_t)r;
+        for (r = 0; r < len; r++) {
+            uint32_t slot = heap_entry_slot(&sorted[r]);
+            heap_entry *e = &h->entries[h->where[slot]];
+            *e = heap_make_entry(e->key, (uint32_t)r, slot);
+        }
         free(sorted);
     }
     h->seq_base = h->next_seq - len;
@@ -217,7 +268,7 @@ int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
     h->slots[slot].item = item;
     h->slots[slot].pos = pos;
     *pos = (ssize_t)slot;
-    heap_entry e = {when, (uint32_t)(h->next_seq - h->seq_base), slot};
+    heap_entry e = heap_make_entry(heap_key(when), (uint32_t)(h->next_seq - h->seq_base), slot);
     h->next_seq++;
     heap_sift_up(h, h->len++, e);
     return 0;
@@ -226,7 +277,7 @@ int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
 /* Takes out the entry at index i: its slot is freed and its item told. */
 static void *heap_take(timer_heap *h, size_t i)
 {
-    uint32_t slot = h->entries[i].slot;
+    uint32_t slot = heap_entry_slot(&h->entries[i]);
     heap_slot gone = h->slots[slot];
     *gone.pos = -1;
     h->where[slot] = h->free_slot;
@@ -253,7 +304,66 @@ void *heap_remove(timer_heap *h, size_t token)
     size_t i = h->where[token];
     /* A free slot's where[] names another slot, never an entry that has
      * this one. */
-    if (i >= h->len || h->entries[i].slot != token)
+    if (i >= h->len || heap_entry_slot(&h->entries[i]) != token)
         return NULL;
     return heap_take(h, i);
+}
+
+size_t heap_pop_due(timer_heap *h, double end, heap_due *out, size_t max)
+{
+    size_t k = 0, i;
+    uint64_t end_key = heap_key(end);
+    /* The sifts first, reading nothing but the heap's own arrays; the slot
+     * of each timer taken is only asked for from memory. */
+    while (k < max && h->len && h->entries[0].key < end_key) {
+        out[k].entry = h->entries[0];
+        HEAP_PREFETCH(&h->slots[heap_entry_slot(&out[k].entry)]);
+        k++;
+        h->len--;
+        if (h->len) {
+            heap_entry last = h->entries[h->len];
+            heap_sift_up(h, heap_descend(h, 0), last);
+        }
+    }
+    /* Then the slots, asking in turn for the word each item keeps its
+     * token in... */
+    for (i = 0; i < k; i++) {
+        heap_slot gone = h->slots[heap_entry_slot(&out[i].entry)];
+        HEAP_PREFETCH_W(gone.pos);
+        out[i].item = gone.item;
+        out[i].pos = gone.pos;
+    }
+    /* ...and then the items are told, and the slots freed. */
+    for (i = 0; i < k; i++) {
+        uint32_t slot = heap_entry_slot(&out[i].entry);
+        *out[i].pos = -1;
+        h->where[slot] = h->free_slot;
+        h->free_slot = slot;
+    }
+    /* Shrinking renames the survivors whose slots lie beyond the smaller
+     * block, each a write into an item, so a drain of many batches shrinks
+     * once, at its end, and a drain of every timer renames none. */
+    if (k < max)
+        heap_maybe_shrink(h);
+    return k;
+}
+
+int heap_unpop(timer_heap *h, const heap_due *d, size_t n)
+{
+    size_t cap = h->cap ? h->cap : HEAP_MIN_CAP;
+    while (cap < h->len + n)
+        cap *= 2;
+    if (cap != h->cap && heap_resize(h, cap) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = h->free_slot;
+        h->free_slot = h->where[slot];
+        h->slots[slot].item = d[i].item;
+        h->slots[slot].pos = d[i].pos;
+        *d[i].pos = (ssize_t)slot;
+        /* The seq it had: nothing was pushed (or renumbered) since. */
+        heap_entry e = heap_make_entry(d[i].entry.key, heap_entry_seq(&d[i].entry), slot);
+        heap_sift_up(h, h->len++, e);
+    }
+    return 0;
 }

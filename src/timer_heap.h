@@ -18,7 +18,7 @@
  * spread over every live handle.  So the heap keeps an indirection of its
  * own instead:
  *
- *   entries[]  the heap proper: {when, seq, slot}, 16 bytes.  The four
+ *   entries[]  the heap proper: {when, seq, slot} in 16 bytes.  The four
  *              children of a node fill exactly one 64-byte cache line (the
  *              array is placed so that every group of siblings starts on a
  *              line), so each level of a sift costs one line.
@@ -39,9 +39,9 @@
  * every push ever made (the loop compares two readings of it).
  *
  * Memory: one block holds the three arrays; it doubles when full, and
- * halves when less than a quarter full (the slots are then renumbered to
- * the entries' indexes, so the surviving timers' names fit the smaller
- * block), down to HEAP_MIN_CAP: a burst of a million timers that are all
+ * halves when less than a quarter full (a surviving timer whose slot lies
+ * beyond the smaller block takes a free one within it, and its item is
+ * told), down to HEAP_MIN_CAP: a burst of a million timers that are all
  * cancelled gives its memory back.
  */
 #ifndef MINLOOP_TIMER_HEAP_H
@@ -51,11 +51,35 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The deadline is kept as an integer that orders as the double does
+ * (heap_key()), and seq and slot share one word with seq on top, so that
+ * "earlier" is one 128-bit comparison: (key, order). */
 typedef struct {
-    double when;
-    uint32_t seq;   /* push order, counted from the heap's seq_base */
-    uint32_t slot;  /* index in slots[] and where[] */
+    uint64_t key;    /* heap_key(when) */
+    uint64_t order;  /* seq << 32 | slot; seq counts pushes from seq_base */
 } heap_entry;
+
+static inline uint32_t heap_entry_slot(const heap_entry *e) { return (uint32_t)e->order; }
+static inline uint32_t heap_entry_seq(const heap_entry *e) { return (uint32_t)(e->order >> 32); }
+
+/* A deadline as an unsigned integer in the same order: a double's bits
+ * order as integers for positive values and in reverse for negative ones,
+ * so those are flipped whole and the others get the sign bit set.  -0.0 is
+ * made 0.0 first: the two are equal deadlines (FIFO), not two.  Never NaN
+ * (the loop refuses it). */
+static inline uint64_t heap_key(double when)
+{
+    union { double d; uint64_t u; } v;
+    v.d = when + 0.0;   /* -0.0 + 0.0 is 0.0 */
+    return (v.u >> 63) ? ~v.u : v.u | ((uint64_t)1 << 63);
+}
+
+static inline double heap_when(uint64_t key)
+{
+    union { double d; uint64_t u; } v;
+    v.u = (key >> 63) ? key & ~((uint64_t)1 << 63) : ~key;
+    return v.d;
+}
 
 typedef struct {
     void *item;
@@ -76,6 +100,18 @@ typedef struct {
 
 #define HEAP_NO_SLOT UINT32_MAX
 
+/* A timer that heap_pop_due() took out, with what heap_unpop() needs to
+ * put it back as it was. */
+typedef struct {
+    void *item;
+    ssize_t *pos;
+    heap_entry entry;  /* as it was in the heap */
+} heap_due;
+
+/* A good size for heap_pop_due()'s out[]: enough timers for their memory
+ * accesses to overlap, few enough for the caller's stack. */
+#define HEAP_DUE_BATCH 64
+
 void heap_init(timer_heap *h);
 /* Frees the memory only; the caller must have drained the items first. */
 void heap_free(timer_heap *h);
@@ -86,20 +122,34 @@ void *heap_pop(timer_heap *h);
 /* Removes the item whose pos slot holds `token` and returns it; NULL (and
  * nothing changes) if no item in the heap has that token. */
 void *heap_remove(timer_heap *h, size_t token);
+/* Removes the timers due before `end` (when < end), earliest first, at
+ * most `max` of them, into out[]; returns how many.  The same as popping
+ * while the earliest is due, in batches: the memory each timer leaves
+ * (its slot, the word in its item) is reached for the whole batch at once,
+ * so those cache misses overlap instead of following each other.  Call it
+ * until it returns fewer than `max`: that last call gives back the memory
+ * the whole drain freed. */
+size_t heap_pop_due(timer_heap *h, double end, heap_due *out, size_t max);
+/* Puts back n timers that the last heap_pop_due() took out, with no push in
+ * between (a tail of its out[] that the caller could not use): they come
+ * out again as if they had never left, before any timer pushed later with
+ * the same deadline.  0, or -1 when memory cannot be allocated (then none
+ * is put back: they stay out, their pos -1). */
+int heap_unpop(timer_heap *h, const heap_due *d, size_t n);
 
 /* The earliest item, or NULL when empty; *when receives its deadline. */
 static inline void *heap_peek(const timer_heap *h, double *when)
 {
     if (h->len == 0)
         return NULL;
-    *when = h->entries[0].when;
-    return h->slots[h->entries[0].slot].item;
+    *when = heap_when(h->entries[0].key);
+    return h->slots[heap_entry_slot(&h->entries[0])].item;
 }
 
 /* The item at index i (i < len), for walking the heap in no order. */
 static inline void *heap_item_at(const timer_heap *h, size_t i)
 {
-    return h->slots[h->entries[i].slot].item;
+    return h->slots[heap_entry_slot(&h->entries[i])].item;
 }
 
 static inline size_t heap_len(const timer_heap *h) { return h->len; }

@@ -92,22 +92,25 @@ static void check_invariants(const timer_heap *h)
     CHECK(((uintptr_t)&h->entries[1] % 64) == 0);
     for (i = 0; i < h->len; i++) {
         const heap_entry *e = &h->entries[i];
-        CHECK(e->slot < h->cap);
-        CHECK(h->where[e->slot] == i);
-        timer *t = h->slots[e->slot].item;
+        uint32_t slot = heap_entry_slot(e);
+        CHECK(slot < h->cap);
+        CHECK(h->where[slot] == i);
+        timer *t = h->slots[slot].item;
         CHECK(t >= timers && t < timers + MAX_TIMERS);
-        CHECK(h->slots[e->slot].pos == &t->pos);
-        CHECK(t->pos == (ssize_t)e->slot && t->in);
-        CHECK(e->when == t->when);
+        CHECK(h->slots[slot].pos == &t->pos);
+        CHECK(t->pos == (ssize_t)slot && t->in);
+        CHECK(heap_when(e->key) == t->when);
+        CHECK(heap_entry_seq(e) <= h->next_seq - h->seq_base);
         if (i > 0) {
             const heap_entry *p = &h->entries[(i - 1) / 4];
-            CHECK(p->when < e->when || (p->when == e->when && p->seq < e->seq));
+            double pw = heap_when(p->key), ew = heap_when(e->key);
+            CHECK(pw < ew || (pw == ew && heap_entry_seq(p) < heap_entry_seq(e)));
         }
     }
     /* The free chain holds exactly the other slots, each once. */
     for (uint32_t s = h->free_slot; s != HEAP_NO_SLOT; s = h->where[s]) {
         CHECK(s < h->cap);
-        CHECK(!(h->where[s] < h->len && h->entries[h->where[s]].slot == s));
+        CHECK(!(h->where[s] < h->len && heap_entry_slot(&h->entries[h->where[s]]) == s));
         free_count++;
         CHECK(free_count <= h->cap);
     }
@@ -393,15 +396,132 @@ static void test_seq_renumbering(void)
     heap_free(&h);
 }
 
+/* heap_pop_due() takes exactly the due timers, in order, batch by batch. */
+static void test_pop_due(void)
+{
+    timer_heap h;
+    heap_due out[70];
+    enum { N = 3000 };
+    size_t n = fits(N) ? N : 400;
+    heap_init(&h);
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < n; i++)
+            if (!timers[i].in)
+                push(&h, &timers[i], (double)rnd_below(40));
+        /* Due: when < end.  Batches of random sizes; a batch may stop at
+         * `max` with more due, or at `end`. */
+        double end = (double)rnd_below(45) - 0.5 * (double)(round & 1);
+        timer *prev = NULL;
+        for (;;) {
+            size_t max = 1 + rnd_below(70), k = heap_pop_due(&h, end, out, max);
+            CHECK(k <= max);
+            for (size_t j = 0; j < k; j++) {
+                timer *t = out[j].item;
+                CHECK(t == model_min(n));
+                CHECK(t->when < end && t->pos == -1 && out[j].pos == &t->pos);
+                CHECK(heap_when(out[j].entry.key) == t->when);
+                if (prev)
+                    CHECK(earlier(prev, t));
+                t->in = 0;
+                prev = t;
+            }
+            if (k < max)
+                break;
+        }
+        timer *next = model_min(n);
+        CHECK(next == NULL || next->when >= end);
+        check_invariants(&h);
+        CHECK(heap_pop_due(&h, -INFINITY, out, 70) == 0);
+    }
+    CHECK(heap_pop_due(&h, INFINITY, out, 0) == 0);
+    drain_in_order(&h);
+    CHECK(heap_pop_due(&h, INFINITY, out, 70) == 0);
+    heap_free(&h);
+}
+
+/* heap_unpop() puts a batch's tail back as if it had never left: before
+ * equal deadlines still in the heap and those pushed afterwards. */
+static void test_unpop(void)
+{
+    timer_heap h;
+    heap_due out[64];
+    heap_init(&h);
+    for (int round = 0; round < 200; round++) {
+        size_t n = 1 + rnd_below(fits(2000) ? 2000 : 300);
+        for (size_t i = 0; i < n; i++)
+            push(&h, &timers[i], (double)rnd_below(3));
+        size_t k = heap_pop_due(&h, INFINITY, out, 1 + rnd_below(64));
+        size_t keep = rnd_below(k + 1);   /* out[0..keep) were used */
+        for (size_t j = 0; j < keep; j++)
+            ((timer *)out[j].item)->in = 0;
+        CHECK(heap_unpop(&h, out + keep, k - keep) == 0);
+        for (size_t j = keep; j < k; j++)
+            CHECK(((timer *)out[j].item)->pos >= 0);
+        check_invariants(&h);
+        /* Pushed after the unpop, with the same deadlines: after them. */
+        for (size_t j = 0; j < keep && j < 5; j++)
+            push(&h, out[j].item, (double)rnd_below(3));
+        for (size_t left = heap_len(&h); left; left--)
+            pop_expect(&h, model_min(n));
+        CHECK(heap_len(&h) == 0);
+    }
+    /* The heap shrank in heap_pop_due(): putting back needs it to grow. */
+    static heap_due big[200];
+    for (size_t i = 0; i < 300; i++)
+        push(&h, &timers[i], 1.0);
+    CHECK(heap_pop_due(&h, INFINITY, big, 200) == 200);
+    for (size_t i = 0; i < 200; i++)
+        timers[i].in = 0;
+    CHECK(heap_pop_due(&h, INFINITY, big, 200) == 100);
+    CHECK(heap_len(&h) == 0 && heap_capacity(&h) == 64);
+    CHECK(heap_unpop(&h, big, 100) == 0);
+    CHECK(heap_unpop(&h, NULL, 0) == 0);
+    CHECK(heap_capacity(&h) == 128);
+    check_invariants(&h);
+    for (size_t j = 0; j < 100; j++)
+        pop_expect(&h, big[j].item);
+    CHECK(heap_len(&h) == 0);
+    heap_free(&h);
+}
+
+/* heap_key() orders as the doubles do, and heap_when() undoes it. */
+static void test_keys(void)
+{
+    double v[] = {-INFINITY, -1e308, -2.5, -1.0, -5e-324, -0.0, 0.0, 5e-324,
+                  2.2250738585072014e-308, 1e-300, 0.5, 1.0, 1.0 + 2.220446049250313e-16,
+                  3.0, 86400.0, 1e15, 1e308, INFINITY};
+    size_t n = sizeof(v) / sizeof(v[0]);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(heap_when(heap_key(v[i])) == v[i]);
+        CHECK(!signbit(heap_when(heap_key(v[i]))) || v[i] < 0);  /* -0.0 is 0.0 */
+        for (size_t j = 0; j < n; j++) {
+            CHECK((heap_key(v[i]) < heap_key(v[j])) == (v[i] < v[j]));
+            CHECK((heap_key(v[i]) == heap_key(v[j])) == (v[i] == v[j]));
+        }
+    }
+    for (int i = 0; i < 100000; i++) {
+        union { uint64_t u; double d; } a, b;
+        a.u = rnd();
+        b.u = rnd();
+        if (isnan(a.d) || isnan(b.d))
+            continue;
+        CHECK((heap_key(a.d) < heap_key(b.d)) == (a.d < b.d));
+        CHECK(heap_when(heap_key(a.d)) == a.d);
+    }
+}
+
 int main(void)
 {
     test_empty();
+    test_keys();
     test_order_and_fifo_ties();
     test_random_against_model();
     test_bad_tokens();
     test_remove_middle();
     test_growth_and_shrink();
     test_seq_renumbering();
+    test_pop_due();
+    test_unpop();
     printf("ok %ld\n", checks);
     return 0;
 }
