@@ -94,6 +94,18 @@ static size_t heap_descend(timer_heap *h, size_t i)
     for (;;) {
         size_t c = HEAP_ARITY * i + 1, child;
         if (c + HEAP_ARITY <= n) {
+            /* The four children's own children are four adjacent lines,
+             * one of which the next level reads: ask for all of them now,
+             * so that the miss overlaps with this level's work instead of
+             * following it (in a heap that outgrew the caches, each of the
+             * last few levels is a miss). */
+            size_t g = HEAP_ARITY * c + 1;
+            if (g + 3 * HEAP_ARITY < n) {
+                HEAP_PREFETCH(&e[g]);
+                HEAP_PREFETCH(&e[g + HEAP_ARITY]);
+                HEAP_PREFETCH(&e[g + 2 * HEAP_ARITY]);
+                HEAP_PREFETCH(&e[g + 3 * HEAP_ARITY]);
+            }
             /* All four children: a small tournament, two independent
              * comparisons and then the final. */
             size_t a = c + heap_less(&e[c + 1], &e[c]);
