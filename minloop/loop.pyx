@@ -93,6 +93,12 @@ cdef inline int _check_open(LoopCore loop) except -1:
     return 0
 
 
+cdef int _queue_due(void *ready, void *item) noexcept nogil:
+    """heap_drain_due's sink: a due timer goes to the ready ring, the
+    heap's reference and bookkeeping (_queued) with it."""
+    return ring_push(<ready_ring *>ready, item)
+
+
 cdef class LoopCore:
 
     def __cinit__(self):
@@ -497,8 +503,7 @@ cdef class LoopCore:
         cdef int64_t timeout_ns
         cdef int rc
         cdef double when, end_time
-        cdef size_t ntodo, i, ndue, j, k
-        cdef heap_due due[HEAP_DUE_BATCH]
+        cdef size_t ntodo, i
         cdef void *item
         cdef Handle handle
 
@@ -537,26 +542,18 @@ cdef class LoopCore:
                 PyErr_CheckSignals()
 
         # Handle 'later' callbacks that are ready.  The heap's reference to
-        # each due timer moves to the ready queue.  They leave the heap a
-        # batch at a time (heap_pop_due), in the order they would be popped.
+        # each due timer moves to the ready queue (_queue_due), in the order
+        # they would be popped.
         if heap_len(&self._timers):
             end_time = monotonic_now() + self._clock_resolution
-            while True:
-                ndue = heap_pop_due(&self._timers, end_time, due, HEAP_DUE_BATCH)
-                for j in range(ndue):
-                    # The heap's reference and bookkeeping pass to the ring.
-                    rc = ring_push(&self._ready, due[j].item)
-                    if rc < 0:
-                        # The rest of the batch goes back as it was (due
-                        # next time, in order); if even that fails, its
-                        # timers are given up as the failed one is.
-                        if heap_unpop(&self._timers, &due[j + 1], ndue - j - 1) < 0:
-                            for k in range(j + 1, ndue):
-                                handle_dequeued(<Handle>due[k].item)
-                                Py_DECREF(<object>due[k].item)
-                        self._check_push(<Handle>due[j].item, rc)
-                if ndue < HEAP_DUE_BATCH:
-                    break
+            rc = heap_drain_due(&self._timers, end_time, _queue_due, &self._ready)
+            if rc < 0:
+                # The timer the ring refused, and those after it, are still
+                # in the heap: due next time, in order.
+                if rc == -2:
+                    # close() has begun since _check_open() looked.
+                    raise RuntimeError('Event loop is closed')
+                raise MemoryError()
 
         # This is the only place where callbacks are actually *called*.
         # All other places just add them to ready.  We run all currently

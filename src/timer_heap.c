@@ -25,6 +25,15 @@
 #define HEAP_PREFETCH_W(p) ((void)(p))
 #endif
 
+/* heap_drain_due() sorts the due timers out of a heap of at least
+ * HEAP_BULK_MIN_LEN (one that has outgrown the caches: smaller ones pop
+ * cheaply) when at least 1/HEAP_BULK_SHARE of them are due (then the
+ * linear passes over the whole heap cost less than the pops). */
+#ifndef HEAP_BULK_MIN_LEN
+#define HEAP_BULK_MIN_LEN 16384
+#endif
+#define HEAP_BULK_SHARE 4
+
 /* Children per node: four 16-byte entries are one cache line. */
 #define HEAP_ARITY 4
 
@@ -321,61 +330,200 @@ void *heap_remove(timer_heap *h, size_t token)
     return heap_take(h, i);
 }
 
-size_t heap_pop_due(timer_heap *h, double end, heap_due *out, size_t max)
+/* ---------------------------------------------------------------------
+ * Draining the due timers
+ *
+ * Taken-out entries keep their slots until the sink has accepted their
+ * item: only then is the item told (pos = -1) and the slot freed.  So an
+ * entry the sink refuses goes back into the array exactly as it was
+ * (heap_put_back), with its seq -- FIFO kept -- and its item's token still
+ * right.  A drain never shrinks the block before it ends, so there is
+ * always room to put back. */
+
+/* Hands d[0..k) to the sink in order.  The memory each needs -- its slot,
+ * then the word in its item -- is asked for across the whole group first,
+ * so that those misses overlap.  Returns the sink's refusal (the refused
+ * entry and those after it are put back) or 0. */
+static int heap_deliver(timer_heap *h, heap_entry *d, size_t k,
+                        heap_sink sink, void *ctx)
 {
-    size_t k = 0, i;
-    uint64_t end_key = heap_key(end);
-    /* The sifts first, reading nothing but the heap's own arrays; the slot
-     * of each timer taken is only asked for from memory. */
-    while (k < max && h->len && h->entries[0].key < end_key) {
-        out[k].entry = h->entries[0];
-        HEAP_PREFETCH(&h->slots[heap_entry_slot(&out[k].entry)]);
-        k++;
-        h->len--;
-        if (h->len) {
-            heap_entry last = h->entries[h->len];
-            heap_sift_up(h, heap_descend(h, 0), last);
+    heap_slot got[HEAP_DUE_BATCH];
+    for (size_t done = 0; done < k; done += HEAP_DUE_BATCH) {
+        size_t m = k - done < HEAP_DUE_BATCH ? k - done : HEAP_DUE_BATCH, i;
+        for (i = 0; i < m; i++)
+            HEAP_PREFETCH(&h->slots[heap_entry_slot(&d[done + i])]);
+        for (i = 0; i < m; i++) {
+            got[i] = h->slots[heap_entry_slot(&d[done + i])];
+            HEAP_PREFETCH_W(got[i].pos);
+        }
+        for (i = 0; i < m; i++) {
+            int rc = sink(ctx, got[i].item);
+            if (rc) {
+                for (size_t j = done + i; j < k; j++)
+                    heap_sift_up(h, h->len++, d[j]);
+                return rc;
+            }
+            uint32_t slot = heap_entry_slot(&d[done + i]);
+            *got[i].pos = -1;
+            h->where[slot] = h->free_slot;
+            h->free_slot = slot;
         }
     }
-    /* Then the slots, asking in turn for the word each item keeps its
-     * token in... */
-    for (i = 0; i < k; i++) {
-        heap_slot gone = h->slots[heap_entry_slot(&out[i].entry)];
-        HEAP_PREFETCH_W(gone.pos);
-        out[i].item = gone.item;
-        out[i].pos = gone.pos;
-    }
-    /* ...and then the items are told, and the slots freed. */
-    for (i = 0; i < k; i++) {
-        uint32_t slot = heap_entry_slot(&out[i].entry);
-        *out[i].pos = -1;
-        h->where[slot] = h->free_slot;
-        h->free_slot = slot;
-    }
-    /* Shrinking renames the survivors whose slots lie beyond the smaller
-     * block, each a write into an item, so a drain of many batches shrinks
-     * once, at its end, and a drain of every timer renames none. */
-    if (k < max)
-        heap_maybe_shrink(h);
-    return k;
+    return 0;
 }
 
-int heap_unpop(timer_heap *h, const heap_due *d, size_t n)
+/* Whether at least `want` entries are due.  The due entries form a subtree
+ * at the root (a later parent has no earlier child), walked depth first:
+ * it looks at no more than about 5 * want entries. */
+static int heap_due_at_least(const timer_heap *h, uint64_t end_key, size_t want)
 {
-    size_t cap = h->cap ? h->cap : HEAP_MIN_CAP;
-    while (cap < h->len + n)
-        cap *= 2;
-    if (cap != h->cap && heap_resize(h, cap) < 0)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t slot = h->free_slot;
-        h->free_slot = h->where[slot];
-        h->slots[slot].item = d[i].item;
-        h->slots[slot].pos = d[i].pos;
-        *d[i].pos = (ssize_t)slot;
-        /* The seq it had: nothing was pushed (or renumbered) since. */
-        heap_entry e = heap_make_entry(d[i].entry.key, heap_entry_seq(&d[i].entry), slot);
-        heap_sift_up(h, h->len++, e);
+    size_t stack[4 * 20], sp = 0, count = 0;  /* 3 a level, 16 levels at most */
+    stack[sp++] = 0;
+    while (sp) {
+        size_t i = stack[--sp];
+        if (i >= h->len || h->entries[i].key >= end_key)
+            continue;
+        if (++count >= want)
+            return 1;
+        for (size_t c = HEAP_ARITY * i + HEAP_ARITY; c > HEAP_ARITY * i; c--)
+            stack[sp++] = c;
     }
     return 0;
+}
+
+/* Plain sift-down of e from the hole at i (Floyd's heap construction). */
+static void heap_sift_down(timer_heap *h, size_t i, heap_entry e)
+{
+    heap_entry *a = h->entries;
+    size_t n = h->len;
+    for (;;) {
+        size_t c = HEAP_ARITY * i + 1, child = c, end = c + HEAP_ARITY;
+        if (c >= n)
+            break;
+        if (end > n)
+            end = n;
+        for (size_t k = c + 1; k < end; k++)
+            if (heap_less(&a[k], &a[child]))
+                child = k;
+        if (!heap_less(&a[child], &e))
+            break;
+        a[i] = a[child];
+        i = child;
+    }
+    a[i] = e;
+}
+
+/* Sorts d[0..k) by (key, seq): a stable radix sort on the key, 11 bits a
+ * pass (a pass whose digit is the same everywhere is skipped: deadlines
+ * close together share their high bits), then each run of equal keys --
+ * rare, short -- put in seq order by insertion.  tmp holds k entries. */
+static void heap_sort_run(heap_entry *d, heap_entry *tmp, size_t k)
+{
+    enum { BITS = 11, RADIX = 1 << BITS, PASSES = (64 + BITS - 1) / BITS };
+    size_t (*count)[RADIX] = calloc(PASSES, sizeof *count);
+    heap_entry *src = d, *dst = tmp;
+    size_t i;
+    if (count == NULL) {
+        qsort(d, k, sizeof(heap_entry), heap_compare_entries);
+        return;
+    }
+    for (i = 0; i < k; i++)
+        for (int p = 0; p < PASSES; p++)
+            count[p][(d[i].key >> (p * BITS)) & (RADIX - 1)]++;
+    for (int p = 0; p < PASSES; p++) {
+        size_t *c = count[p], sum = 0;
+        int trivial = 0;
+        for (size_t b = 0; b < RADIX; b++) {
+            size_t t = c[b];
+            trivial |= t == k;
+            c[b] = sum;
+            sum += t;
+        }
+        if (trivial)
+            continue;
+        for (i = 0; i < k; i++)
+            dst[c[(src[i].key >> (p * BITS)) & (RADIX - 1)]++] = src[i];
+        heap_entry *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(count);
+    if (src != d)
+        memcpy(d, src, k * sizeof(heap_entry));
+    for (i = 1; i < k; i++) {
+        if (d[i].key != d[i - 1].key || d[i - 1].order < d[i].order)
+            continue;
+        heap_entry e = d[i];
+        size_t j = i;
+        while (j > 0 && d[j - 1].key == e.key && d[j - 1].order > e.order) {
+            d[j] = d[j - 1];
+            j--;
+        }
+        d[j] = e;
+    }
+}
+
+/* The bulk path: every due entry out in one sequential pass, sorted, and
+ * the rest rebuilt into a heap in linear time (Floyd).  0, or -1 if the
+ * scratch memory cannot be allocated (nothing changed: pop instead). */
+static int heap_drain_bulk(timer_heap *h, uint64_t end_key, heap_sink sink,
+                           void *ctx, int *rc)
+{
+    size_t n = h->len, k = 0, m = 0, i;
+    for (i = 0; i < n; i++)
+        k += h->entries[i].key < end_key;
+    heap_entry *d = malloc(2 * k * sizeof(heap_entry));
+    if (d == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        heap_entry e = h->entries[i];
+        if (e.key < end_key)
+            d[i - m] = e;
+        else
+            h->entries[m++] = e;
+    }
+    h->len = m;
+    for (i = m / HEAP_ARITY + 1; i-- > 0;)
+        if (i < m)
+            heap_sift_down(h, i, h->entries[i]);
+    for (i = 0; i < m; i++)
+        h->where[heap_entry_slot(&h->entries[i])] = (uint32_t)i;
+    heap_sort_run(d, d + k, k);
+    *rc = heap_deliver(h, d, k, sink, ctx);
+    free(d);
+    return 0;
+}
+
+int heap_drain_due(timer_heap *h, double end, heap_sink sink, void *ctx)
+{
+    uint64_t end_key = heap_key(end);
+    heap_entry batch[HEAP_DUE_BATCH];
+    int rc = 0;
+    /* In a big heap of which a good part is due, popping costs a sift of
+     * cache misses per timer: sort them out instead.  (Asked once: the
+     * count walks every due timer when there are too few.) */
+    if (h->len >= HEAP_BULK_MIN_LEN && h->entries[0].key < end_key &&
+            heap_due_at_least(h, end_key, h->len / HEAP_BULK_SHARE) &&
+            heap_drain_bulk(h, end_key, sink, ctx, &rc) == 0) {
+        heap_maybe_shrink(h);
+        return rc;
+    }
+    while (h->len && h->entries[0].key < end_key) {
+        size_t k = 0;
+        while (k < HEAP_DUE_BATCH && h->len && h->entries[0].key < end_key) {
+            batch[k++] = h->entries[0];
+            if (--h->len) {
+                heap_entry last = h->entries[h->len];
+                heap_sift_up(h, heap_descend(h, 0), last);
+            }
+        }
+        rc = heap_deliver(h, batch, k, sink, ctx);
+        if (rc || k < HEAP_DUE_BATCH)
+            break;
+    }
+    /* Shrinking renames the survivors whose slots lie beyond the smaller
+     * block, each a write into an item: a drain shrinks once, at its end,
+     * and a drain of every timer renames none. */
+    heap_maybe_shrink(h);
+    return rc;
 }

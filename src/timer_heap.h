@@ -38,6 +38,16 @@
  * all a seq means), once per four billion pushes.  `next_seq` still counts
  * every push ever made (the loop compares two readings of it).
  *
+ * Draining.  The loop moves every due timer to its ready queue at once
+ * (heap_drain_due), and a burst -- 100k timeouts armed together -- makes
+ * that many at once.  Popping them one by one costs a sift each, whose
+ * last levels miss the caches; when a quarter or more of a heap too big
+ * for the caches is due, the due entries are instead picked out in one
+ * sequential pass, radix-sorted, and the rest rebuilt into a heap in
+ * linear time.  Either way an entry's slot is freed, and its item told,
+ * only once the queue took the item, so a refused one is put back as it
+ * was.
+ *
  * Memory: one block holds the three arrays; it doubles when full, and
  * halves when less than a quarter full (a surviving timer whose slot lies
  * beyond the smaller block takes a free one within it, and its item is
@@ -100,16 +110,12 @@ typedef struct {
 
 #define HEAP_NO_SLOT UINT32_MAX
 
-/* A timer that heap_pop_due() took out, with what heap_unpop() needs to
- * put it back as it was. */
-typedef struct {
-    void *item;
-    ssize_t *pos;
-    heap_entry entry;  /* as it was in the heap */
-} heap_due;
+/* Where heap_drain_due() hands the due items, in order: 0 when it took
+ * the item, anything else to refuse it. */
+typedef int (*heap_sink)(void *ctx, void *item);
 
-/* A good size for heap_pop_due()'s out[]: enough timers for their memory
- * accesses to overlap, few enough for the caller's stack. */
+/* How many timers leave together: enough for their memory accesses to
+ * overlap, few enough for a stack array. */
 #define HEAP_DUE_BATCH 64
 
 void heap_init(timer_heap *h);
@@ -122,20 +128,20 @@ void *heap_pop(timer_heap *h);
 /* Removes the item whose pos slot holds `token` and returns it; NULL (and
  * nothing changes) if no item in the heap has that token. */
 void *heap_remove(timer_heap *h, size_t token);
-/* Removes the timers due before `end` (when < end), earliest first, at
- * most `max` of them, into out[]; returns how many.  The same as popping
- * while the earliest is due, in batches: the memory each timer leaves
- * (its slot, the word in its item) is reached for the whole batch at once,
- * so those cache misses overlap instead of following each other.  Call it
- * until it returns fewer than `max`: that last call gives back the memory
- * the whole drain freed. */
-size_t heap_pop_due(timer_heap *h, double end, heap_due *out, size_t max);
-/* Puts back n timers that the last heap_pop_due() took out, with no push in
- * between (a tail of its out[] that the caller could not use): they come
- * out again as if they had never left, before any timer pushed later with
- * the same deadline.  0, or -1 when memory cannot be allocated (then none
- * is put back: they stay out, their pos -1). */
-int heap_unpop(timer_heap *h, const heap_due *d, size_t n);
+/* Hands every timer due before `end` (when < end) to sink(ctx, item),
+ * earliest first, each leaving the heap (pos -1) once the sink took it --
+ * as popping while the earliest is due would, but cheaper:
+ *   - timers leave in batches, the memory each leaves behind (its slot, the
+ *     word in its item) reached for the whole batch at once, so that those
+ *     cache misses overlap;
+ *   - when a good part of a big heap is due, they are sorted out in a few
+ *     linear passes instead of a sift of misses each (heap_drain_bulk);
+ *   - the block shrinks once, at the end, so a drain of every timer renames
+ *     no slot.
+ * If the sink refuses an item, that timer and every later one stay in the
+ * heap as they were, and the refusal is returned; else 0.  The sink must
+ * not use the heap. */
+int heap_drain_due(timer_heap *h, double end, heap_sink sink, void *ctx);
 
 /* The earliest item, or NULL when empty; *when receives its deadline. */
 static inline void *heap_peek(const timer_heap *h, double *when)

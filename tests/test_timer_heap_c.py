@@ -1,12 +1,13 @@
 """The timer heap's C unit (src/timer_heap.h) on its own, against a model.
 
-tests/c/timer_heap_check.c pushes, pops and removes fake timers and checks
-the order (FIFO among equal deadlines), removal by token, growth and
+tests/c/timer_heap_check.c pushes, pops, removes and drains fake timers and
+checks the order (FIFO among equal deadlines), removal by token, draining
+the due timers by either path (a refused one stays in), growth and
 shrinking, and the heap's internal arrays after every step.  It is built
-twice: as the loop uses it, and with a tiny HEAP_SEQ_MAX so that the 32-bit
-push counter is renumbered hundreds of times; each build runs once as built
-and once under valgrind's memcheck where valgrind is installed (no invalid
-access, no leak).
+twice: as the loop uses it, and with small limits, so that the 32-bit push
+counter is renumbered hundreds of times and small heaps take the bulk path;
+each build runs once as built and once under valgrind's memcheck where
+valgrind is installed (no invalid access, no leak).
 """
 import os
 import shutil
@@ -31,7 +32,10 @@ pytestmark = [
 # valgrind cannot share a process with it.
 _ENV = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES")}
 
-BUILDS = {"as-used": [], "seq-renumbering": ["-DHEAP_SEQ_MAX=1000"]}
+# The second build renumbers seqs every thousand pushes, and takes the bulk
+# path of heap_drain_due() from 64 timers on (the real thresholds need
+# heaps too big to check often).
+BUILDS = {"as-used": [], "small-limits": ["-DHEAP_SEQ_MAX=1000", "-DHEAP_BULK_MIN_LEN=64"]}
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDS))

@@ -1,11 +1,12 @@
 /* The timer heap (src/timer_heap.h) on its own, against a plain model.
  *
  * Built and run by tests/test_timer_heap_c.py: once as the loop uses it,
- * once with a tiny HEAP_SEQ_MAX so that seq renumbering happens hundreds of
- * times, each also under valgrind's memcheck where it is installed.  Items
- * are fake timers owning their pos slot, as handles do.  What is checked:
- * pops come in (when, push order) order -- FIFO among equal deadlines, also
- * across renumbering; removal by token from anywhere; that every item's
+ * once with small limits (seq renumbering every thousand pushes, the bulk
+ * drain from 64 timers), each also under valgrind's memcheck where it is
+ * installed.  Items are fake timers owning their pos slot, as handles do.
+ * What is checked: pops come in (when, push order) order -- FIFO among
+ * equal deadlines, also across renumbering; draining the due timers by
+ * either path, a refused one staying in; removal by token; that every item's
  * token finds it and a departed item holds -1; invalid tokens change
  * nothing; the block grows, halves when a quarter full, and gives its
  * memory back down to the minimum; the internal arrays agree with each
@@ -396,91 +397,113 @@ static void test_seq_renumbering(void)
     heap_free(&h);
 }
 
-/* heap_pop_due() takes exactly the due timers, in order, batch by batch. */
-static void test_pop_due(void)
+static int by_deadline(const void *pa, const void *pb)
 {
-    timer_heap h;
-    heap_due out[70];
-    enum { N = 3000 };
-    size_t n = fits(N) ? N : 400;
-    heap_init(&h);
-    for (int round = 0; round < 20; round++) {
-        for (size_t i = 0; i < n; i++)
-            if (!timers[i].in)
-                push(&h, &timers[i], (double)rnd_below(40));
-        /* Due: when < end.  Batches of random sizes; a batch may stop at
-         * `max` with more due, or at `end`. */
-        double end = (double)rnd_below(45) - 0.5 * (double)(round & 1);
-        timer *prev = NULL;
-        for (;;) {
-            size_t max = 1 + rnd_below(70), k = heap_pop_due(&h, end, out, max);
-            CHECK(k <= max);
-            for (size_t j = 0; j < k; j++) {
-                timer *t = out[j].item;
-                CHECK(t == model_min(n));
-                CHECK(t->when < end && t->pos == -1 && out[j].pos == &t->pos);
-                CHECK(heap_when(out[j].entry.key) == t->when);
-                if (prev)
-                    CHECK(earlier(prev, t));
-                t->in = 0;
-                prev = t;
-            }
-            if (k < max)
-                break;
-        }
-        timer *next = model_min(n);
-        CHECK(next == NULL || next->when >= end);
-        check_invariants(&h);
-        CHECK(heap_pop_due(&h, -INFINITY, out, 70) == 0);
-    }
-    CHECK(heap_pop_due(&h, INFINITY, out, 0) == 0);
-    drain_in_order(&h);
-    CHECK(heap_pop_due(&h, INFINITY, out, 70) == 0);
-    heap_free(&h);
+    const timer *a = *(timer *const *)pa, *b = *(timer *const *)pb;
+    return earlier(a, b) ? -1 : earlier(b, a);
 }
 
-/* heap_unpop() puts a batch's tail back as if it had never left: before
- * equal deadlines still in the heap and those pushed afterwards. */
-static void test_unpop(void)
+/* The model's timers in the heap, earliest first, into out; how many. */
+static size_t model_sorted(size_t n, timer **out)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (timers[i].in)
+            out[m++] = &timers[i];
+    qsort(out, m, sizeof(timer *), by_deadline);
+    return m;
+}
+
+/* A sink that records what it is given, and refuses the call numbered
+ * `refuse_at` (counting from 0; never when it is SIZE_MAX). */
+typedef struct {
+    timer **got;
+    size_t n, refuse_at;
+} sink_log;
+
+static int record(void *ctx, void *item)
+{
+    sink_log *log = ctx;
+    if (log->n == log->refuse_at) {
+        log->refuse_at = SIZE_MAX;
+        return -7;
+    }
+    timer *t = item;
+    CHECK(t->in && t->pos >= 0);   /* still in the heap's books when handed */
+    log->got[log->n++] = t;
+    return 0;
+}
+
+/* The deadline drawn for a timer: from a small grid (ties) or anywhere. */
+static double draw(int wide)
+{
+    if (!wide)
+        return (double)rnd_below(40);
+    return ((double)rnd_below(2000000) - 1000000.0) / 3.0;
+}
+
+/* heap_drain_due() hands over exactly the due timers, in order, by either
+ * path (popping, or sorting out a big share of a big heap); a refusal
+ * leaves the refused timer and the later ones in the heap, where they come
+ * out first and in their order, before equal deadlines pushed later. */
+static void test_drain(void)
 {
     timer_heap h;
-    heap_due out[64];
+    static timer *got[MAX_TIMERS], *expected[MAX_TIMERS];
+    size_t sizes[] = {1, 50, 700, 3000, 20000, 70000};
     heap_init(&h);
-    for (int round = 0; round < 200; round++) {
-        size_t n = 1 + rnd_below(fits(2000) ? 2000 : 300);
+    for (int round = 0; round < 60; round++) {
+        size_t n = sizes[rnd_below(sizeof(sizes) / sizeof(sizes[0]))];
+        int wide = round & 1;
+        if (!fits(n))
+            n = 400;
         for (size_t i = 0; i < n; i++)
-            push(&h, &timers[i], (double)rnd_below(3));
-        size_t k = heap_pop_due(&h, INFINITY, out, 1 + rnd_below(64));
-        size_t keep = rnd_below(k + 1);   /* out[0..keep) were used */
-        for (size_t j = 0; j < keep; j++)
-            ((timer *)out[j].item)->in = 0;
-        CHECK(heap_unpop(&h, out + keep, k - keep) == 0);
-        for (size_t j = keep; j < k; j++)
-            CHECK(((timer *)out[j].item)->pos >= 0);
+            push(&h, &timers[i], draw(wide));
+        /* Quantiles of the deadlines: none, a few, a share, all due. */
+        double end;
+        switch (rnd_below(4)) {
+        case 0: end = wide ? -1e7 : -1.0; break;
+        case 1: end = wide ? -300000.0 : 2.0; break;
+        case 2: end = wide ? 100000.0 : 25.0; break;
+        default: end = INFINITY; break;
+        }
+        size_t due = 0;
+        for (size_t i = 0; i < n; i++)
+            due += timers[i].when < end;
+        sink_log log = {got, 0, SIZE_MAX};
+        if (due && rnd_below(3) == 0)
+            log.refuse_at = rnd_below(due);
+        size_t refused = log.refuse_at;
+        CHECK(model_sorted(n, expected) == n);
+        int rc = heap_drain_due(&h, end, record, &log);
+        if (refused != SIZE_MAX) {
+            CHECK(rc == -7 && log.n == refused);
+        } else {
+            CHECK(rc == 0 && log.n == due);
+        }
+        /* What it handed over is the model's order, now out. */
+        for (size_t j = 0; j < log.n; j++) {
+            timer *t = log.got[j];
+            CHECK(t == expected[j]);
+            CHECK(t->when < end && t->pos == -1);
+            t->in = 0;
+        }
+        CHECK(heap_len(&h) == n - log.n);
+        /* The memory the drain freed is given back when it ends. */
+        CHECK(heap_capacity(&h) == 64 || heap_len(&h) >= heap_capacity(&h) / 4);
         check_invariants(&h);
-        /* Pushed after the unpop, with the same deadlines: after them. */
-        for (size_t j = 0; j < keep && j < 5; j++)
-            push(&h, out[j].item, (double)rnd_below(3));
-        for (size_t left = heap_len(&h); left; left--)
-            pop_expect(&h, model_min(n));
-        CHECK(heap_len(&h) == 0);
+        /* Later equal deadlines go after those left in, then everything
+         * comes out in order. */
+        for (size_t j = 0; j < log.n && j < 3; j++)
+            push(&h, log.got[j], draw(wide));
+        size_t left = model_sorted(n, expected);
+        CHECK(left == heap_len(&h));
+        for (size_t j = 0; j < left; j++)
+            pop_expect(&h, expected[j]);
+        CHECK(heap_len(&h) == 0 && heap_capacity(&h) == 64);
     }
-    /* The heap shrank in heap_pop_due(): putting back needs it to grow. */
-    static heap_due big[200];
-    for (size_t i = 0; i < 300; i++)
-        push(&h, &timers[i], 1.0);
-    CHECK(heap_pop_due(&h, INFINITY, big, 200) == 200);
-    for (size_t i = 0; i < 200; i++)
-        timers[i].in = 0;
-    CHECK(heap_pop_due(&h, INFINITY, big, 200) == 100);
-    CHECK(heap_len(&h) == 0 && heap_capacity(&h) == 64);
-    CHECK(heap_unpop(&h, big, 100) == 0);
-    CHECK(heap_unpop(&h, NULL, 0) == 0);
-    CHECK(heap_capacity(&h) == 128);
-    check_invariants(&h);
-    for (size_t j = 0; j < 100; j++)
-        pop_expect(&h, big[j].item);
-    CHECK(heap_len(&h) == 0);
+    sink_log log = {got, 0, SIZE_MAX};
+    CHECK(heap_drain_due(&h, INFINITY, record, &log) == 0 && log.n == 0);
     heap_free(&h);
 }
 
@@ -520,8 +543,7 @@ int main(void)
     test_remove_middle();
     test_growth_and_shrink();
     test_seq_renumbering();
-    test_pop_due();
-    test_unpop();
+    test_drain();
     printf("ok %ld\n", checks);
     return 0;
 }
