@@ -77,7 +77,7 @@ static inline void heap_place(timer_heap *h, size_t i, heap_entry e)
 }
 
 /* Puts e into the hole at i, moving later ancestors down past it. */
-static void heap_sift_up(timer_heap *h, size_t i, heap_entry e)
+static inline void heap_sift_up(timer_heap *h, size_t i, heap_entry e)
 {
     while (i > 0) {
         size_t parent = heap_parent(i);
@@ -305,9 +305,11 @@ static void *heap_take(timer_heap *h, size_t i)
     h->free_slot = slot;
     h->len--;
     if (i != h->len) {
-        /* The last entry refills the hole once it has sunk to a leaf. */
+        /* The last entry refills the hole once it has sunk to a leaf (most
+         * cancelled timers sit in one already). */
         heap_entry last = h->entries[h->len];
-        heap_sift_up(h, heap_descend(h, i), last);
+        size_t leaf = HEAP_ARITY * i + 1 < h->len ? heap_descend(h, i) : i;
+        heap_sift_up(h, leaf, last);
     }
     heap_maybe_shrink(h);
     return gone.item;
@@ -322,6 +324,10 @@ void *heap_remove(timer_heap *h, size_t token)
 {
     if (token >= h->cap)
         return NULL;
+    /* The slot's item and pos are needed once where[] and the entry have
+     * been read: ask for them now, so that the three misses (a cancelled
+     * timer's heap memory is usually cold) overlap where they can. */
+    HEAP_PREFETCH(&h->slots[token]);
     size_t i = h->where[token];
     /* A free slot's where[] names another slot, never an entry that has
      * this one. */
