@@ -51,11 +51,14 @@
  * seq never decides: seqs differ).  One comparison of two 128-bit numbers
  * where the compiler has them, which picks the earliest of four siblings
  * without branches, which the data makes unpredictable. */
+#ifdef __SIZEOF_INT128__
+__extension__ typedef unsigned __int128 heap_u128;  /* a GCC/Clang extension */
+#endif
+
 static inline int heap_less(const heap_entry *a, const heap_entry *b)
 {
 #ifdef __SIZEOF_INT128__
-    return ((unsigned __int128)a->key << 64 | a->order) <
-           ((unsigned __int128)b->key << 64 | b->order);
+    return ((heap_u128)a->key << 64 | a->order) < ((heap_u128)b->key << 64 | b->order);
 #else
     return (a->key < b->key) | ((a->key == b->key) & (a->order < b->order));
 #endif
@@ -117,8 +120,8 @@ static size_t heap_descend(timer_heap *h, size_t i)
             }
             /* All four children: a small tournament, two independent
              * comparisons and then the final. */
-            size_t a = c + heap_less(&e[c + 1], &e[c]);
-            size_t b = c + 2 + heap_less(&e[c + 3], &e[c + 2]);
+            size_t a = c + (size_t)heap_less(&e[c + 1], &e[c]);
+            size_t b = c + 2 + (size_t)heap_less(&e[c + 3], &e[c + 2]);
             child = heap_less(&e[b], &e[a]) ? b : a;
         } else if (c < n) {
             child = c;
