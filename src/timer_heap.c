@@ -481,6 +481,8 @@ static int heap_drain_bulk(timer_heap *h, uint64_t end_key, heap_sink sink,
     size_t n = h->len, k = 0, m = 0, i;
     for (i = 0; i < n; i++)
         k += h->entries[i].key < end_key;
+    if (k > SIZE_MAX / (2 * sizeof(heap_entry)))
+        return -1;
     heap_entry *d = malloc(2 * k * sizeof(heap_entry));
     if (d == NULL)
         return -1;
