@@ -10,12 +10,14 @@ from libc.stdint cimport int64_t, uint64_t
 cdef extern from "timer_heap.h" nogil:
     ctypedef struct timer_heap:
         unsigned long long next_seq     # counts every push
+    ctypedef int (*heap_sink)(void *ctx, void *item) noexcept nogil
     void heap_init(timer_heap *h)
     void heap_free(timer_heap *h)
     int heap_push(timer_heap *h, double when, void *item, Py_ssize_t *pos)
     void *heap_peek(const timer_heap *h, double *when)
     void *heap_pop(timer_heap *h)
-    void *heap_remove(timer_heap *h, size_t i)
+    void *heap_remove(timer_heap *h, size_t token)
+    int heap_drain_due(timer_heap *h, double end, heap_sink sink, void *ctx)
     size_t heap_len(const timer_heap *h)
     size_t heap_capacity(const timer_heap *h)
     void *heap_item_at(const timer_heap *h, size_t i)

@@ -95,6 +95,12 @@ cdef inline int _check_open(LoopCore loop) except -1:
     return 0
 
 
+cdef int _queue_due(void *ready, void *item) noexcept nogil:
+    """heap_drain_due's sink: a due timer goes to the ready ring, the
+    heap's reference and bookkeeping (_queued) with it."""
+    return ring_push(<ready_ring *>ready, item)
+
+
 cdef class LoopCore:
 
     def __cinit__(self):
@@ -553,18 +559,18 @@ cdef class LoopCore:
                 PyErr_CheckSignals()
 
         # Handle 'later' callbacks that are ready.  The heap's reference to
-        # each due timer moves to the ready queue.
+        # each due timer moves to the ready queue (_queue_due), in the order
+        # they would be popped.
         if heap_len(&self._timers):
             end_time = monotonic_now() + self._clock_resolution
-            while True:
-                item = heap_peek(&self._timers, &when)
-                if item == NULL or when >= end_time:
-                    break
-                heap_pop(&self._timers)
-                # The heap's reference and bookkeeping pass to the ring.
-                rc = ring_push(&self._ready, item)
-                if rc < 0:
-                    self._check_push(<Handle>item, rc)
+            rc = heap_drain_due(&self._timers, end_time, _queue_due, &self._ready)
+            if rc < 0:
+                # The timer the ring refused, and those after it, are still
+                # in the heap: due next time, in order.
+                if rc == -2:
+                    # close() has begun since _check_open() looked.
+                    raise RuntimeError('Event loop is closed')
+                raise MemoryError()
 
         # This is the only place where callbacks are actually *called*.
         # All other places just add them to ready.  We run all currently
