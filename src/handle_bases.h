@@ -43,9 +43,10 @@ typedef struct {
     PyObject *_arg0;
     PyObject *_arg1;
     double _when;                  /* TimerHandle: the deadline */
-    /* Position in the owning loop's heap (kept there by the heap), -1 once
-     * the timer has left it (and always, for a plain Handle); the heap holds
-     * one reference meanwhile. */
+    /* The timer's token in the owning loop's heap (its slot there, written
+     * by the heap when the timer enters and when it leaves; heap_remove()
+     * takes it), -1 once the timer has left (and always, for a plain
+     * Handle); the heap holds one reference meanwhile. */
     Py_ssize_t _heap_pos;
     timer_heap *_heap;
     /* How many of the loop's C containers (ready ring, timer heap, fd table,
