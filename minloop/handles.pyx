@@ -25,7 +25,7 @@ from cpython.tuple cimport (PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_New,
                             PyTuple_SET_ITEM)
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
-from .includes cimport (heap_remove, PyThreadState, PyThreadState_Get,
+from .includes cimport (heap_remove, PyObject_Vectorcall, PyThreadState, PyThreadState_Get,
                         MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars)
 
 
@@ -163,13 +163,18 @@ cdef int handle_run(Handle h) except -1:
     cdef object callback = h._callback
     cdef object args = h._args
     cdef object arg0, arg1   # bound only where used (no None to count)
+    cdef PyObject *argv[2]
     # Our own references: the callback may cancel its handle, which drops
     # the handle's (asyncio's call holds the unpacked arguments likewise).
     cdef unsigned int inline_args = h._inline_args
     if inline_args:
         arg0 = <object>h._arg0
+        argv[0] = <PyObject *>arg0
         if inline_args == 2:
             arg1 = <object>h._arg1
+            argv[1] = <PyObject *>arg1
+    elif PyTuple_CheckExact(args) and PyTuple_GET_SIZE(args) == 0:
+        args = None   # no arguments: called as below, with argv unused
     try:
         PyContext_Enter(context)
     except Exception as exc:
@@ -178,16 +183,14 @@ cdef int handle_run(Handle h) except -1:
         _report(h, exc)
         return 0
     try:
-        if inline_args == 1:
-            callback(arg0)
-        elif inline_args == 2:
-            callback(arg0, arg1)
+        if inline_args or args is None:
+            # Straight to the callable's vectorcall (a Python function's
+            # frame), without Cython's search for the fastest way to call.
+            PyObject_Vectorcall(callback, argv, inline_args, NULL)
         elif not PyTuple_CheckExact(args):
             callback(*args)   # not ours: see minloop_handle_check_slots()
-        elif PyTuple_GET_SIZE(args):
-            callback(*<tuple>args)
         else:
-            callback()
+            callback(*<tuple>args)
     except BaseException as exc:
         # Leave the context before reporting, as Context.run() would.
         PyContext_Exit(context)

@@ -246,6 +246,9 @@ cdef extern from "Python.h":
     # Calls and strings on the datagram transport's address path.
     object PyObject_VectorcallMethod(object name, PyObject *const *args,
                                      size_t nargsf, PyObject *kwnames)
+    # A handle's callback, called with the arguments it keeps (handles.pyx).
+    object PyObject_Vectorcall(object callable, PyObject **args,
+                               size_t nargsf, PyObject *kwnames)
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
     # strerror()'s text as os.strerror() decodes it (oserrors.pxd).

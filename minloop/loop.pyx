@@ -322,20 +322,6 @@ cdef class LoopCore:
         self._push_ready(handle)
         return handle
 
-    cdef Handle _call_soon_vector(self, object callback, PyObject **argv,
-                                  Py_ssize_t argc, object context):
-        """call_soon() as _call_soon_entry() reaches it (see there)."""
-        _check_open(self)
-        if self._debug:
-            self._check_thread_fast()
-            self._check_callback_fast(callback, 'call_soon')
-        elif not PyCallable_Check(callback):
-            self._check_callback_fast(callback, 'call_soon')
-        cdef Handle handle = new_handle_from_vector(callback, argv, argc, self,
-                                                    context, self._debug)
-        self._push_ready(handle)
-        return handle
-
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
         _check_open(self)
@@ -1251,28 +1237,37 @@ _install_gc_hooks()
 
 cdef object _call_soon_entry(object self, PyObject **argv, Py_ssize_t nargs,
                              PyObject *kwnames):
+    cdef LoopCore loop = <LoopCore>self    # the descriptor checked its type
     cdef object context = None
     cdef PyObject *callback = NULL
-    cdef Py_ssize_t i, nkw = 0
-    if kwnames != NULL:
-        nkw = PyTuple_GET_SIZE(<object>kwnames)
-    for i in range(nkw):
-        key = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-        if key == 'context':
-            context = <object>argv[nargs + i]
-        elif key == 'callback' and nargs == 0:
-            callback = argv[nargs + i]
-        elif key == 'callback':
-            raise TypeError("call_soon() got multiple values for keyword "
-                            "argument 'callback'")
-        else:
-            raise TypeError(f"call_soon() got an unexpected keyword argument '{key}'")
+    cdef Py_ssize_t i
     if nargs:
-        return (<LoopCore>self)._call_soon_vector(<object>argv[0], argv + 1,
-                                                   nargs - 1, context)
+        callback = argv[0]
+    if kwnames != NULL:
+        for i in range(PyTuple_GET_SIZE(<object>kwnames)):
+            key = <object>PyTuple_GET_ITEM(<object>kwnames, i)
+            if key == 'context':
+                context = <object>argv[nargs + i]
+            elif key == 'callback' and nargs == 0:
+                callback = argv[nargs + i]
+            elif key == 'callback':
+                raise TypeError("call_soon() got multiple values for keyword "
+                                "argument 'callback'")
+            else:
+                raise TypeError(f"call_soon() got an unexpected keyword argument '{key}'")
     if callback == NULL:
         raise TypeError("call_soon() takes at least 1 positional argument (0 given)")
-    return (<LoopCore>self)._call_soon_vector(<object>callback, NULL, 0, context)
+    _check_open(loop)
+    if loop._debug:
+        loop._check_thread_fast()
+        loop._check_callback_fast(<object>callback, 'call_soon')
+    elif not PyCallable_Check(<object>callback):
+        loop._check_callback_fast(<object>callback, 'call_soon')
+    cdef Handle handle = new_handle_from_vector(
+        <object>callback, argv + 1, nargs - 1 if nargs else 0, loop, context,
+        loop._debug)
+    loop._push_ready(handle)
+    return handle
 
 
 cdef PyMethodDef _call_soon_def
