@@ -78,11 +78,6 @@ cdef void forget_context_snapshot() noexcept
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug)
 
-# The same, from the `argc` arguments at `argv` (a vectorcall's).
-cdef Handle new_handle_from_vector(object callback, PyObject **argv,
-                                   Py_ssize_t argc, object loop,
-                                   object context, bint debug)
-
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap)

@@ -21,8 +21,7 @@ from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_Exit)
 from cpython.object cimport PyObject
 from cpython.sequence cimport PySequence_Fast_ITEMS
-from cpython.tuple cimport (PyTuple_CheckExact, PyTuple_GET_SIZE, PyTuple_New,
-                            PyTuple_SET_ITEM)
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
 from .includes cimport (heap_remove, PyObject_Vectorcall, PyThreadState, PyThreadState_Get,
@@ -513,26 +512,6 @@ cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug):
     cdef Handle h = Handle.__new__(Handle)
     _init_handle(h, callback, args, loop, context, debug)
-    return h
-
-
-cdef Handle new_handle_from_vector(object callback, PyObject **argv,
-                                   Py_ssize_t argc, object loop,
-                                   object context, bint debug):
-    cdef Handle h = Handle.__new__(Handle)
-    cdef Py_ssize_t i
-    cdef tuple args
-    if argc == 1 or argc == 2:
-        _keep_inline_args(h, argv, argc)
-    elif argc:
-        args = PyTuple_New(argc)
-        for i in range(argc):
-            Py_INCREF(<object>argv[i])
-            PyTuple_SET_ITEM(args, i, <object>argv[i])
-        h._args = args
-    else:
-        h._args = ()
-    _init_handle_rest(h, callback, loop, context, debug)
     return h
 
 

@@ -277,22 +277,4 @@ cdef extern from "Python.h":
         gc_traverseproc tp_traverse
         gc_inquiry tp_clear
 
-    # A method written against the vectorcall convention (loop.pyx's
-    # call_soon entry): METH_FASTCALL | METH_KEYWORDS, made a method of
-    # LoopCore with PyDescr_NewMethod.
-    ctypedef struct PyMethodDef:
-        const char *ml_name
-        void *ml_meth
-        int ml_flags
-        const char *ml_doc
-    int METH_FASTCALL
-    int METH_KEYWORDS
-    object PyDescr_NewMethod(void *type, PyMethodDef *method)
-    void PyType_Modified(object type)
-    ctypedef struct dict_type "PyTypeObject":
-        PyObject *tp_dict
 
-
-# The C signature of a METH_FASTCALL | METH_KEYWORDS method (see above).
-ctypedef object (*fastcall_kw_fn)(object self, PyObject **args,
-                                  Py_ssize_t nargs, PyObject *kwnames)

@@ -1,3 +1,8 @@
+# cython: binding=True
+# (Cython's function type for LoopCore's methods: CPython's method descriptor
+# checks `self` with PyType_IsSubtype on every call of a loop method, since
+# loops are instances of the subclass Loop: about 50 instructions more per
+# call_soon.  setup.py says why the other modules use the descriptors.)
 """LoopCore: the compiled heart of minloop's event loop.
 
 It owns the ready queue (a C ring of Handle pointers), the timer heap, the
@@ -27,7 +32,6 @@ from asyncio import tasks as _aio_tasks
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.errno cimport EINTR, ENOMEM
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
@@ -35,8 +39,7 @@ from libc.stdlib cimport calloc, free
 
 from .includes cimport *
 from .oserrors cimport os_error
-from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle,
-                       new_handle_from_vector, new_timer,
+from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
                        handle_enqueued, handle_dequeued, handle_run,
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
@@ -1219,72 +1222,3 @@ cdef _install_gc_hooks():
 
 
 _install_gc_hooks()
-
-
-# ----------------------------------------------------------------------
-# call_soon's entry point
-#
-# asyncio's futures and tasks schedule every step and done callback with
-# loop.call_soon(callback, future, context=ctx), a vectorcall.  The wrapper
-# Cython makes for `def call_soon(self, callback, *args, context=None)`
-# packs the arguments into a new tuple and looks for the keyword in a
-# general parser; this entry reads the call's vector directly, and a handle
-# keeps one or two arguments itself, so scheduling a callback allocates
-# nothing but its handle.  It replaces the `def` in LoopCore's dict at
-# import (the `def` stays as the method's documented definition, and what
-# a subclass's super().call_soon() reaches is this entry too).  Errors are
-# the `def`'s, word for word.
-
-cdef object _call_soon_entry(object self, PyObject **argv, Py_ssize_t nargs,
-                             PyObject *kwnames):
-    cdef LoopCore loop = <LoopCore>self    # the descriptor checked its type
-    cdef object context = None
-    cdef PyObject *callback = NULL
-    cdef Py_ssize_t i
-    if nargs:
-        callback = argv[0]
-    if kwnames != NULL:
-        for i in range(PyTuple_GET_SIZE(<object>kwnames)):
-            key = <object>PyTuple_GET_ITEM(<object>kwnames, i)
-            if key == 'context':
-                context = <object>argv[nargs + i]
-            elif key == 'callback' and nargs == 0:
-                callback = argv[nargs + i]
-            elif key == 'callback':
-                raise TypeError("call_soon() got multiple values for keyword "
-                                "argument 'callback'")
-            else:
-                raise TypeError(f"call_soon() got an unexpected keyword argument '{key}'")
-    if callback == NULL:
-        raise TypeError("call_soon() takes at least 1 positional argument (0 given)")
-    _check_open(loop)
-    if loop._debug:
-        loop._check_thread_fast()
-        loop._check_callback_fast(<object>callback, 'call_soon')
-    elif not PyCallable_Check(<object>callback):
-        loop._check_callback_fast(<object>callback, 'call_soon')
-    cdef Handle handle = new_handle_from_vector(
-        <object>callback, argv + 1, nargs - 1 if nargs else 0, loop, context,
-        loop._debug)
-    loop._push_ready(handle)
-    return handle
-
-
-cdef PyMethodDef _call_soon_def
-_call_soon_def.ml_name = "call_soon"
-_call_soon_def.ml_meth = <void *><fastcall_kw_fn>_call_soon_entry
-_call_soon_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_call_soon_def.ml_doc = (
-    "call_soon($self, callback, *args, context=None)\n--\n\n"
-    "Arrange for a callback to be called as soon as possible.\n\n"
-    "Callbacks run in the order in which they are registered, each\n"
-    "exactly once.")
-
-
-cdef _install_call_soon_entry():
-    descr = PyDescr_NewMethod(<void *>LoopCore, &_call_soon_def)
-    (<dict><object>(<dict_type *>LoopCore).tp_dict)['call_soon'] = descr
-    PyType_Modified(LoopCore)
-
-
-_install_call_soon_entry()

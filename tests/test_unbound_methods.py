@@ -2,10 +2,14 @@
 of the wrong type, raises; none may read the object as one of ours.
 
 Cython's own function type does not check `self` (cython/cython#6127):
-LoopCore.call_later(object(), 1, print) read a plain object as a loop and
-crashed.  The modules are built with binding=False, so methods are CPython's
-method descriptors, which check.  Run in a child process: the failure this
-guards against is a crash."""
+Handle.cancel(object()) or SocketTransport.write(object(), b'x') read a
+plain object as one of ours and crashed.  The modules are built with
+binding=False, so methods are CPython's method descriptors, which check.
+Run in a child process: the failure this guards against is a crash.
+
+Not LoopCore's methods: loops are instances of the subclass Loop, so the
+descriptor's check would cost every call of a loop method a subtype walk
+(loop.pyx keeps Cython's function type, and that gap, on purpose)."""
 
 import subprocess
 import sys
@@ -15,10 +19,10 @@ import pytest
 CHILD = r'''
 import asyncio, inspect, warnings
 import minloop
-from minloop import datagram, handles, loop, pipes, selector_view, stream, tls
+from minloop import datagram, handles, pipes, selector_view, stream, tls
 
 warnings.simplefilter("ignore")
-classes = [loop.LoopCore, minloop.Loop]
+classes = []
 for module in (datagram, handles, pipes, selector_view, stream, tls):
     classes += [v for v in vars(module).values()
                 if isinstance(v, type) and v.__module__ == module.__name__]
@@ -47,4 +51,4 @@ def test_compiled_methods_called_unbound_with_a_foreign_self_raise():
     proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert int(proc.stdout.split()[-1]) > 300
+    assert int(proc.stdout.split()[-1]) > 200
