@@ -11,6 +11,7 @@
  * exits 1.
  */
 #include "fd_table.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,15 +23,7 @@
 
 #define MAX_EVENTS 16
 
-static int checks;
 
-#define CHECK(cond) do {                                                    \
-        checks++;                                                           \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 static void *const ITEM_A = (void *)(uintptr_t)0x1000;
 static void *const ITEM_B = (void *)(uintptr_t)0x2000;
@@ -400,6 +393,6 @@ int main(void)
     owners(&p);
     poller_close(&p);
     after_fork();
-    printf("ok %d\n", checks);
+    printf("ok %ld\n", checks);
     return 0;
 }

@@ -16,6 +16,7 @@
  * exits 1.
  */
 #include "timer_heap.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -23,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long checks;
 
 /* As in timer_heap.c: the largest seq before the heap renumbers.  The test
  * build that makes it tiny cannot hold more than that many timers at once,
@@ -34,13 +34,6 @@ static long checks;
 
 static int fits(size_t live) { return live <= HEAP_SEQ_MAX / 2; }
 
-#define CHECK(cond) do {                                                    \
-        checks++;                                                           \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-            exit(1);                                                        \
-        }                                                                   \
-    } while (0)
 
 typedef struct {
     ssize_t pos;        /* the heap's token for us, -1 when out */
