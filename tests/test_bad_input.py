@@ -202,7 +202,9 @@ def test_call_soon_passes_every_argument_in_order(loop, nargs):
 def test_call_soon_through_a_subclass_and_unbound(loop_factory):
     """A subclass's super().call_soon() reaches the loop's own, which also
     works called unbound on the class."""
-    base = type(loop_factory())
+    probe = loop_factory()
+    base = type(probe)
+    probe.close()
 
     class Counting(base):
         calls = 0
