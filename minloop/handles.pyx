@@ -166,14 +166,16 @@ cdef int handle_run(Handle h) except -1:
     # Our own references: the callback may cancel its handle, which drops
     # the handle's (asyncio's call holds the unpacked arguments likewise).
     cdef unsigned int inline_args = h._inline_args
+    # The callback is called with the argv[:inline_args] vector when the
+    # arguments are kept inline or there are none; else from the tuple.
+    cdef bint vector = inline_args != 0 or (PyTuple_CheckExact(args) and
+                                       PyTuple_GET_SIZE(args) == 0)
     if inline_args:
         arg0 = <object>h._arg0
         argv[0] = <PyObject *>arg0
         if inline_args == 2:
             arg1 = <object>h._arg1
             argv[1] = <PyObject *>arg1
-    elif PyTuple_CheckExact(args) and PyTuple_GET_SIZE(args) == 0:
-        args = None   # no arguments: called as below, with argv unused
     try:
         PyContext_Enter(context)
     except Exception as exc:
@@ -182,7 +184,7 @@ cdef int handle_run(Handle h) except -1:
         _report(h, exc)
         return 0
     try:
-        if inline_args or args is None:
+        if vector:
             # Straight to the callable's vectorcall (a Python function's
             # frame), without Cython's search for the fastest way to call.
             PyObject_Vectorcall(callback, argv, inline_args, NULL)
@@ -482,11 +484,6 @@ cdef inline int _init_handle(Handle h, object callback, tuple args,
         _keep_inline_args(h, <PyObject **>PySequence_Fast_ITEMS(args), nargs)
     else:
         h._args = args
-    return _init_handle_rest(h, callback, loop, context, debug)
-
-
-cdef inline int _init_handle_rest(Handle h, object callback, object loop,
-                                  object context, bint debug) except -1:
     if context is None:
         if _share_snapshots:
             context = _context_snapshot()

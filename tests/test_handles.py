@@ -384,3 +384,20 @@ def test_arguments_read_before_and_after_the_run_are_the_same_tuple(loop, nargs)
     assert first == tuple(range(nargs)) and handle._args is first
     run_one_iteration(loop)
     assert ran == [first] and handle._args is first
+
+
+def test_arguments_replaced_by_none_through_asyncio_s_slot_fail_the_call(loop):
+    """`_args` set to None through asyncio's own descriptor: the call fails
+    (asyncio's unpacks None) and is reported; the callback does not run as
+    if it had no arguments."""
+    ran, errors = [], []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    handle = loop.call_soon(lambda *args: ran.append(args))
+    try:
+        asyncio.Handle._args.__set__(handle, None)
+    except AttributeError:
+        pytest.skip("this loop's handles do not take asyncio's slot")
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    assert ran == []
+    assert len(errors) == 1 and isinstance(errors[0]['exception'], TypeError)
