@@ -71,11 +71,12 @@ setup(
         # checks): the hot paths index C arrays, which these do not affect.
         # binding=False: methods of our cdef classes are CPython's method
         # descriptors, which check their `self` (Cython's own function type
-        # does not: LoopCore.call_later(object(), 1, print) read a plain
-        # object as a loop and crashed; cython/cython#6127).  Modules whose
-        # functions become Loop methods by assignment (sock_ops.pyx) keep
-        # binding=True at their top.  The signatures go in the docstrings in
-        # the form inspect.signature() reads.
+        # does not: SocketTransport.close(object()) read a plain object as a
+        # transport and crashed; cython/cython#6127).  binding=True at the
+        # top of a module overrides it: sock_ops.pyx, whose functions become
+        # Loop methods by assignment, and loop.pyx, where the check would
+        # cost every loop method call (it says why).  The signatures go in
+        # the docstrings in the form inspect.signature() reads.
         compiler_directives={"embedsignature": True,
                              "embedsignature.format": "clinic",
                              "binding": False},

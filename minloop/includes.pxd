@@ -150,8 +150,6 @@ cdef extern from "net_compat.h" nogil:
     ssize_t sendmsg(int fd, const msghdr *msg, int flags)
 
 
-# contextvars.Context's variables, read directly where this build knows its
-# layout (handles.pyx confirms it at import time).
 cdef extern from "socket_object.h":
     # The head of CPython's socket object; see the header for why and how
     # it is checked (sock_ops.pyx, _probe_socket_layout()).
@@ -161,6 +159,8 @@ cdef extern from "socket_object.h":
     unsigned int minloop_type_version(object t)
 
 
+# contextvars.Context's variables, read directly where this build knows its
+# layout (handles.pyx confirms it at import time).
 cdef extern from "context_layout.h":
     bint MINLOOP_KNOWN_CONTEXT_LAYOUT
     PyObject *minloop_context_vars(PyObject *ctx)
@@ -276,5 +276,3 @@ cdef extern from "Python.h":
     ctypedef struct gc_type "PyTypeObject":
         gc_traverseproc tp_traverse
         gc_inquiry tp_clear
-
-

@@ -1,4 +1,3 @@
-from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,

@@ -504,7 +504,6 @@ cdef class LoopCore:
         """Run one full iteration (asyncio's name; tests step loops so)."""
         self._run_iteration()
 
-
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef int rc
