@@ -66,6 +66,15 @@ def test_fast_path_makes_no_future_and_no_poller_change(loop, pair):
     assert loop.futures == 0
 
 
+async def _recv_after_waiting(loop, a, b, data):
+    """sock_recv(a) made to wait (nothing sent yet), then `data` sent from b:
+    what the receive returned."""
+    task = asyncio.ensure_future(loop.sock_recv(a, 10))
+    await asyncio.sleep(0)
+    b.send(data)
+    return await task
+
+
 def test_blocked_recv_arms_interest_once_and_removes_it_for_free(loop, pair):
     """The one-shot registration is disarmed by the kernel when it fires, so
     the operation's end makes no syscall; each later wait re-arms it with
@@ -81,10 +90,7 @@ def test_blocked_recv_arms_interest_once_and_removes_it_for_free(loop, pair):
         assert await task == b'x'
         assert loop._poller_changes - changes == 1
         for i in range(10):
-            task = asyncio.ensure_future(loop.sock_recv(a, 10))
-            await asyncio.sleep(0)
-            b.send(b'y')
-            assert await task == b'y'
+            assert await _recv_after_waiting(loop, a, b, b'y') == b'y'
         return loop._poller_changes - changes
     assert loop.run_until_complete(main()) == 11
     assert loop.futures == 11
@@ -95,10 +101,7 @@ def test_waiters_do_not_outlive_their_operation(loop, pair):
 
     async def main():
         for _ in range(20):
-            task = asyncio.ensure_future(loop.sock_recv(a, 10))
-            await asyncio.sleep(0)
-            b.send(b'x')
-            await task
+            await _recv_after_waiting(loop, a, b, b'x')
         task = asyncio.ensure_future(loop.sock_recv(a, 10))
         await asyncio.sleep(0)
         assert len(waiters_alive()) == 1
@@ -510,9 +513,6 @@ def test_waits_use_the_core_transport_check_without_asking_the_class(loop, pair)
 
     async def main():
         for n in range(3):
-            task = asyncio.ensure_future(loop.sock_recv(a, 10))
-            await asyncio.sleep(0)
-            b.send(b'x')
-            assert await task == b'x'
+            assert await _recv_after_waiting(loop, a, b, b'x') == b'x'
     loop.run_until_complete(main())
     assert loop.futures == 3
