@@ -191,8 +191,6 @@ handle_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(h->_loop);
     Py_VISIT(h->_repr);
     Py_VISIT(h->_source_traceback);
-    Py_VISIT(h->_scheduled_slot);
-    Py_VISIT(h->_when_slot);
     Py_VISIT(h->_arg0);
     Py_VISIT(h->_arg1);
     return 0;
@@ -218,8 +216,6 @@ handle_clear(PyObject *self)
     set_none(&h->_loop);
     set_none(&h->_repr);
     set_none(&h->_source_traceback);
-    Py_CLEAR(h->_scheduled_slot);
-    Py_CLEAR(h->_when_slot);
     h->_inline_args = 0;
     Py_CLEAR(h->_arg0);
     Py_CLEAR(h->_arg1);
@@ -245,8 +241,6 @@ handle_dealloc(PyObject *self)
     Py_CLEAR(h->_loop);
     Py_CLEAR(h->_repr);
     Py_CLEAR(h->_source_traceback);
-    Py_CLEAR(h->_scheduled_slot);
-    Py_CLEAR(h->_when_slot);
     Py_CLEAR(h->_arg0);
     Py_CLEAR(h->_arg1);
     if (!recyclable(type))
@@ -283,8 +277,8 @@ static const struct {
     {"Handle", "_loop", offsetof(MinloopHandle, _loop)},
     {"Handle", "_repr", offsetof(MinloopHandle, _repr)},
     {"Handle", "_source_traceback", offsetof(MinloopHandle, _source_traceback)},
-    {"TimerHandle", "_scheduled", offsetof(MinloopHandle, _scheduled_slot)},
-    {"TimerHandle", "_when", offsetof(MinloopHandle, _when_slot)},
+    {"TimerHandle", "_scheduled", offsetof(MinloopHandle, _arg0)},
+    {"TimerHandle", "_when", offsetof(MinloopHandle, _arg1)},
 };
 
 static int
@@ -307,8 +301,8 @@ check_layout(PyTypeObject *handle, PyTypeObject *timer)
     if (handle->tp_weaklistoffset != offsetof(MinloopHandle, _weakreflist))
         return layout_error("__weakref__");
 #endif
-    if (handle->tp_basicsize != offsetof(MinloopHandle, _scheduled_slot) ||
-            timer->tp_basicsize != offsetof(MinloopHandle, _arg0))
+    if (handle->tp_basicsize != offsetof(MinloopHandle, _arg0) ||
+            timer->tp_basicsize != offsetof(MinloopHandle, _when))
         return layout_error("size");
     if (handle->tp_itemsize != 0 || timer->tp_itemsize != 0)
         return layout_error("item size");

@@ -32,16 +32,20 @@ typedef struct {
 #if !MINLOOP_MANAGED_WEAKREF
     PyObject *_weakreflist;        /* __weakref__, inline up to 3.11 */
 #endif
-    /* asyncio.TimerHandle's __slots__: left NULL (ours are computed from the
-     * C fields below, by properties that shadow asyncio's descriptors). */
-    PyObject *_scheduled_slot;
-    PyObject *_when_slot;
-    /* ---- ours ---- */
-    /* A callback's one or two arguments, kept here instead of in a tuple
+    /* asyncio.TimerHandle's two __slots__ (_scheduled, _when), which hold
+     * a callback's one or two arguments here instead of in a tuple
      * (_inline_args says how many; the _args slot then holds None until a
-     * reader asks for the tuple: handles.pyx, "Arguments"). */
+     * reader asks for the tuple: handles.pyx, "Arguments").  Reusing them
+     * keeps a handle as small as one without inline arguments.  They stay
+     * what asyncio keeps in a slot, an object or NULL: our properties
+     * shadow asyncio's descriptors of those names (a timer's `_when` and
+     * `_scheduled` are computed from the C fields below), and a value put
+     * or deleted through asyncio's own descriptor is an object the handle
+     * owns, or a NULL that minloop_handle_check_slots() refills.  A plain
+     * Handle is not an asyncio.TimerHandle: no descriptor reaches them. */
     PyObject *_arg0;
     PyObject *_arg1;
+    /* ---- ours ---- */
     double _when;                  /* TimerHandle: the deadline */
     /* The timer's token in the owning loop's heap (its slot there, written
      * by the heap when the timer enters and when it leaves; heap_remove()
@@ -93,8 +97,9 @@ minloop_handle_gc_seen(void *handle, unsigned long epoch)
  * 5)`): nothing in asyncio or minloop does that, but plain Python code can,
  * and Cython code would then read NULL as an object.  So every function that
  * reads the slots first puts None (False for _cancelled) back where one was
- * deleted; `_args` is treated as any object (handles.pyx).  The fast path is
- * the seven tests. */
+ * deleted; `_args` is treated as any object (handles.pyx).  The same goes
+ * for the inline arguments, kept in asyncio.TimerHandle's slots.  The fast
+ * path is the nine tests. */
 static void
 minloop_handle_refill_slots(MinloopHandle *h)
 {
@@ -110,6 +115,16 @@ minloop_handle_refill_slots(MinloopHandle *h)
         Py_INCREF(Py_False);
         h->_cancelled = Py_False;
     }
+    /* An inline argument deleted through asyncio.TimerHandle's descriptor
+     * of the slot that keeps it: the callback gets None in its place. */
+    if (h->_inline_args != 0 && h->_arg0 == NULL) {
+        Py_INCREF(Py_None);
+        h->_arg0 = Py_None;
+    }
+    if (h->_inline_args == 2 && h->_arg1 == NULL) {
+        Py_INCREF(Py_None);
+        h->_arg1 = Py_None;
+    }
 }
 
 static inline void
@@ -118,7 +133,9 @@ minloop_handle_check_slots(void *handle)
     MinloopHandle *h = (MinloopHandle *)handle;
     if (h->_args == NULL || h->_callback == NULL || h->_cancelled == NULL ||
             h->_context == NULL || h->_loop == NULL || h->_repr == NULL ||
-            h->_source_traceback == NULL)
+            h->_source_traceback == NULL ||
+            (h->_inline_args != 0 && h->_arg0 == NULL) ||
+            (h->_inline_args == 2 && h->_arg1 == NULL))
         minloop_handle_refill_slots(h);
 }
 
