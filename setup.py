@@ -56,6 +56,7 @@ extensions = [
     ),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
     Extension("minloop.selector_view", ["minloop/selector_view.pyx"], **common),
+    Extension("minloop.stream_reader", ["minloop/stream_reader.pyx"], **common),
     Extension("minloop.stream", ["minloop/stream.pyx"], **transport_common),
     Extension("minloop.datagram", ["minloop/datagram.pyx"], **transport_common),
     Extension("minloop.pipes", ["minloop/pipes.pyx"], **transport_common),

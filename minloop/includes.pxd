@@ -3,7 +3,7 @@
 # and each C name is declared once (handles.pxd and transport_bases.pxd
 # declare the one header of their own unit).
 
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport int64_t, uint64_t
 
 
@@ -166,6 +166,13 @@ cdef extern from "context_layout.h":
     PyObject *minloop_context_vars(PyObject *ctx)
 
 
+# asyncio's StreamReader fed without its Python code (stream_reader.pyx):
+# whether this build may, and the method lookup it relies on.
+cdef extern from "py_compat.h":
+    bint MINLOOP_FEEDS_STREAM_READERS
+    int compat_calls_class_function(object obj, object name, object func) except -1
+
+
 # --- The system's and CPython's own calls the .pyx files make directly ---
 # (socket and pipe I/O without the socket and os modules; CPython's C API
 # where Cython's own declarations lack it or do not fit.)
@@ -253,6 +260,15 @@ cdef extern from "Python.h":
 
     # strerror()'s text as os.strerror() decodes it (oserrors.pxd).
     object PyUnicode_DecodeLocale(const char *s, const char *errors)
+
+    # What a class has under a name, through its MRO, without running any
+    # descriptor (borrowed, NULL for nothing), and the lookup an instance
+    # attribute takes when nobody changed it (stream_reader.pyx).
+    PyObject *_PyType_Lookup(PyTypeObject *type, object name)
+    ctypedef PyObject *(*getattrofunc)(PyObject *, PyObject *)
+    ctypedef struct getattro_type "PyTypeObject":
+        getattrofunc tp_getattro
+    PyObject *generic_getattr "PyObject_GenericGetAttr"(PyObject *, PyObject *)
 
     # CPython's thread state (cpython/pystate.h): the current context.
     ctypedef struct PyThreadState:

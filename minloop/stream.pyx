@@ -48,6 +48,7 @@ from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
                          selector_transport_repr, sock_name, sock_peer,
                          warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
+from .stream_reader cimport is_stream_reader_protocol, feed_stream_reader
 from .transport_bases cimport StreamTransportBase
 
 
@@ -190,6 +191,15 @@ cdef object _share_addr(object addr):
     return addr
 
 
+# How a read reaches the protocol: data_received(bytes), get_buffer() and
+# buffer_updated() for a BufferedProtocol, or, for asyncio's own
+# StreamReaderProtocol, into its reader (stream_reader.pyx).
+cdef enum:
+    _READ_DATA
+    _READ_INTO_BUFFER
+    _READ_FEEDS_READER
+
+
 cdef inline bint _would_block(int err) noexcept:
     # asyncio's transports treat InterruptedError as BlockingIOError: the
     # level-triggered poller calls again.
@@ -212,7 +222,7 @@ cdef class SocketTransport(StreamTransportBase):
         readonly object _sock     # None once connection_lost() has run
         readonly object _protocol
         readonly bint _protocol_connected
-        bint _buffered            # the protocol is a BufferedProtocol
+        int _read_mode            # how reads reach the protocol (set_protocol)
         readonly object _server
         # Data not yet sent, oldest first: bytes objects only.  The first
         # `_buffer_head` bytes of _buffer[0] have been sent already.  None
@@ -228,7 +238,7 @@ cdef class SocketTransport(StreamTransportBase):
         readonly Py_ssize_t _conn_lost
         # The flags (C ints) go in pairs between the 8-byte fields, so that
         # the struct has no holes: _protocol_paused here, with the others,
-        # not beside _high_water; _buffered beside _protocol_connected.
+        # not beside _high_water; _read_mode beside _protocol_connected.
         readonly bint _protocol_paused
         readonly bint _closing
         readonly bint _paused
@@ -426,7 +436,12 @@ cdef class SocketTransport(StreamTransportBase):
         return self._closing
 
     def set_protocol(self, protocol):
-        self._buffered = isinstance(protocol, _BufferedProtocol)
+        if isinstance(protocol, _BufferedProtocol):
+            self._read_mode = _READ_INTO_BUFFER
+        elif is_stream_reader_protocol(protocol):
+            self._read_mode = _READ_FEEDS_READER
+        else:
+            self._read_mode = _READ_DATA
         self._protocol = protocol
         self._protocol_connected = True
 
@@ -463,7 +478,7 @@ cdef class SocketTransport(StreamTransportBase):
     def _read_ready(self):
         if self._conn_lost:
             return
-        if self._buffered:
+        if self._read_mode == _READ_INTO_BUFFER:
             self._read_into_protocol_buffer()
         else:
             self._read_data()
@@ -479,6 +494,18 @@ cdef class SocketTransport(StreamTransportBase):
         if n == 0:
             self._read_eof()
             return
+        if self._read_mode == _READ_FEEDS_READER:
+            # asyncio's streams: their data_received() done here, unless the
+            # protocol or its reader is not as asyncio made it.
+            try:
+                if feed_stream_reader(self._protocol, buf, n):
+                    return
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._fatal_error(
+                    exc, 'Fatal error: protocol.data_received() call failed.')
+                return
         # Copied out of the loop's buffer before any Python code runs.
         data = PyBytes_FromStringAndSize(buf, n)
         try:

@@ -41,4 +41,42 @@
 #define MINLOOP_PREHEADER_FLAGS 0
 #endif
 
+/* Whether `obj.name(...)` calls func(obj, ...): func is what obj's class
+ * has under name (the caller has checked the class), not shadowed by an
+ * attribute of obj itself.  1 or 0; -1 with an exception set.
+ * Up to 3.12 this is _PyObject_GetMethod, the lookup of the interpreter's
+ * own method calls: it reads the instance's attributes where they are (from
+ * 3.11 in its inline values, without making a __dict__) and makes no method
+ * object.  3.13 no longer declares it: there the bound method is made and
+ * looked at. */
+static inline int
+compat_calls_class_function(PyObject *obj, PyObject *name, PyObject *func)
+{
+    PyObject *found = NULL;
+    int same;
+#if PY_VERSION_HEX < 0x030D0000
+    int unbound = _PyObject_GetMethod(obj, name, &found);
+    if (found == NULL)
+        return -1;
+    same = unbound && found == func;
+#else
+    found = PyObject_GetAttr(obj, name);
+    if (found == NULL)
+        return -1;
+    same = PyMethod_Check(found) && PyMethod_GET_FUNCTION(found) == func
+           && PyMethod_GET_SELF(found) == obj;
+#endif
+    Py_DECREF(found);
+    return same;
+}
+
+/* stream_reader.pyx feeds asyncio's StreamReader without its Python code,
+ * relying on the GIL for what that code would do atomically (a bytearray
+ * resized and filled): not on a free-threaded build. */
+#ifdef Py_GIL_DISABLED
+#define MINLOOP_FEEDS_STREAM_READERS 0
+#else
+#define MINLOOP_FEEDS_STREAM_READERS 1
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */
