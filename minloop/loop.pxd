@@ -1,7 +1,7 @@
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
-                        fd_table, fdt_get, ring_len, POLLER_READ)
+                        fd_table, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS)
 from .handles cimport Handle, TimerHandle
 
 
@@ -92,6 +92,20 @@ cdef class LoopCore:
     cdef void _clear_timers(self)
     cdef void _clear_ready(self)
     cdef void _clear_fd_table(self)
+
+
+# The thread guard of the entries that reach loop-thread-only C state (the
+# fd table, the transports' write queues): docs/threading.md, item 8.
+
+cdef inline int check_loop_thread(LoopCore core) except -1:
+    """Refuse a thread other than the one running `core` (asyncio's debug-mode
+    RuntimeError) -- on a free-threaded build only, where such a call races
+    the loop's C structures.  With the GIL, XT_GUARD_THREADS is 0 and the C
+    compiler drops the call: asyncio does not check these entries, even in
+    debug mode, and with the GIL they are merely racy, as asyncio's are."""
+    if XT_GUARD_THREADS and core is not None:
+        core._check_thread_fast()
+    return 0
 
 
 # The fd table's answer for transports and servers (inline: it compiles

@@ -380,10 +380,12 @@ cdef class LoopCore:
     cdef _call_at(self, double when, object callback, tuple args,
                   object context, str method):
         _check_open(self)
-        if self._debug:
+        # asyncio checks the thread in debug mode only.  A free-threaded
+        # build always does: there a foreign thread's push would race the
+        # loop's own on the timer heap, C memory, not a Python list.
+        if XT_GUARD_THREADS or self._debug:
             self._check_thread_fast()
-            self._check_callback_fast(callback, method)
-        elif not PyCallable_Check(callback):
+        if self._debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, method)
         cdef TimerHandle timer = new_timer(when, callback, args, self, context,
                                            self._debug, &self._timers)
@@ -778,6 +780,7 @@ cdef class LoopCore:
         _remove_oneshot() or call _rearm_oneshot() to wait again.
         """
         _check_open(self)
+        check_loop_thread(self)
         if fd < 0:
             raise ValueError(f"Invalid file descriptor: {fd}")
         cdef Handle handle = new_handle(callback, (), self, None, self._debug)
@@ -792,6 +795,7 @@ cdef class LoopCore:
         cdef int rc
         if self._closed:
             return 0
+        check_loop_thread(self)
         if self._forked:
             self._reopen_after_fork()
         rc = fdt_rearm(&self._fd_table, &self._poller, fd, which, <void *>handle)
@@ -802,7 +806,10 @@ cdef class LoopCore:
 
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1:
         """remove_reader/remove_writer of `handle`, if still installed."""
-        if self._closed or fdt_get(&self._fd_table, fd, which) != <void *>handle:
+        if self._closed:
+            return 0
+        check_loop_thread(self)
+        if fdt_get(&self._fd_table, fd, which) != <void *>handle:
             return 0
         old = self._set_fd_handle(fd, which, None)
         handle_cancel(<Handle>old)
@@ -843,6 +850,7 @@ cdef class LoopCore:
                                tuple args):
         """Install a new reader or writer for fd, cancelling the one it replaces."""
         _check_open(self)
+        check_loop_thread(self)
         cdef int fdn = self._fileobj_to_fd(fd)
         cdef Handle handle = new_handle(callback, args, self, None, self._debug)
         old = self._set_fd_handle(fdn, which, handle)
@@ -867,6 +875,7 @@ cdef class LoopCore:
     cdef bint _remove_fd_handle(self, object fd, int which) except -1:
         if self._closed:
             return False
+        check_loop_thread(self)
         cdef int fdn = self._lookup_fd(fd)
         if fdt_get(&self._fd_table, fdn, which) == NULL:
             return False
@@ -891,6 +900,7 @@ cdef class LoopCore:
         """loop._transports[fd] = transport, for a transport that calls
         _disown_fd() before it dies (the stream transport's __dealloc__)."""
         cdef int rc
+        check_loop_thread(self)
         if fd < 0:
             # A closed socket's -1: asyncio's dict takes it; so does ours.
             self._other_transports_dict()[fd] = transport
@@ -913,6 +923,7 @@ cdef class LoopCore:
         """loop._transports.get(fd): the fd table's owner, or else the
         other transports' entry, or None."""
         cdef void *owner
+        check_loop_thread(self)
         if isinstance(fd, int) and 0 <= fd < fdt_size(&self._fd_table):
             owner = fdt_owner(&self._fd_table, <int>fd)
             if owner != NULL:
@@ -1048,6 +1059,7 @@ class _TransportMap(_MutableMapping):
 
     def __setitem__(self, fd, transport):
         cdef LoopCore core = <LoopCore>self._core
+        check_loop_thread(core)
         # Never into the fd table: only a transport that lets go of the
         # slot itself may be named there.  What it named for fd is replaced.
         core._other_transports_dict()[fd] = transport
@@ -1055,6 +1067,7 @@ class _TransportMap(_MutableMapping):
 
     def __delitem__(self, fd):
         cdef LoopCore core = <LoopCore>self._core
+        check_loop_thread(core)
         if _forget_owner(core, fd):
             return
         if core._other_transports is None:
