@@ -1,7 +1,8 @@
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
-                        fd_table, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS)
+                        fd_table, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
+                        xt_load_int)
 from .handles cimport Handle, TimerHandle
 
 
@@ -42,16 +43,19 @@ cdef class LoopCore:
         # until the first read; see lifecycle.read_buffer).
         char *_read_buffer
 
-        # _closed, _running and _thread_ident are read by other threads
-        # (call_soon_threadsafe, is_running, the thread check): written and
-        # read there through xt_store_*/xt_load_* (cross_thread.h), plain
-        # elsewhere on the loop's thread.  Whether the consumer sleeps (and
-        # so whether a producer must write to the wake-up fd) is the ready
-        # ring's own flag, tested and set under its lock.
-        readonly bint _closed
-        public bint _stopping
+        # _closed, _stopping, _running, _debug and _thread_ident are read or
+        # written by other threads (call_soon_threadsafe, is_running, stop,
+        # set_debug, the thread check): through xt_store_*/xt_load_*
+        # (cross_thread.h: plain accesses with the GIL) in loop.pyx and in
+        # the Python attributes of the same names; the transports' reads of
+        # _debug on the loop's thread are plain (docs/threading.md, 12).
+        # Whether the consumer sleeps (and so whether a producer must write
+        # to the wake-up fd) is the ready ring's own flag, tested and set
+        # under its lock.
+        bint _closed
+        bint _stopping
         bint _running
-        public bint _debug
+        bint _debug
         public object _task_factory
         unsigned long _thread_ident
         # asyncio's attribute: a timer due less than this from now runs
@@ -133,6 +137,7 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
     `timers_seen` (a call_later(0) would be due first), the loop is not
     stopping, nor in debug mode (where asyncio times each wake-up as a
     callback of its own), and fd still has its reader."""
-    if core._debug or core._stopping or ring_len(&core._ready) != 0:
+    if (xt_load_int(&core._debug) or xt_load_int(&core._stopping) or
+            ring_len(&core._ready) != 0):
         return False
     return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)

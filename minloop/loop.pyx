@@ -238,13 +238,38 @@ cdef class LoopCore:
         return xt_load_int(&self._closed)
 
     def get_debug(self):
-        return self._debug
+        return xt_load_int(&self._debug)
 
     def set_debug(self, enabled):
-        self._debug = bool(enabled)
+        cdef bint debug = bool(enabled)
+        xt_store_int(&self._debug, debug)
         if xt_load_int(&self._running):
             self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
-                                      self._debug)
+                                      debug)
+
+    # _debug, _stopping and _closed as Python attributes (asyncio's names):
+    # other threads may read and write them, so they go through the same
+    # atomic accesses as set_debug(), stop() and is_closed().
+
+    @property
+    def _debug(self):
+        return xt_load_int(&self._debug)
+
+    @_debug.setter
+    def _debug(self, value):
+        xt_store_int(&self._debug, bool(value))
+
+    @property
+    def _stopping(self):
+        return xt_load_int(&self._stopping)
+
+    @_stopping.setter
+    def _stopping(self, value):
+        xt_store_int(&self._stopping, bool(value))
+
+    @property
+    def _closed(self):
+        return xt_load_int(&self._closed)
 
     @property
     def _thread_id(self):
@@ -259,7 +284,9 @@ cdef class LoopCore:
         Every callback already scheduled will still run.  This simply informs
         run_forever to stop looping after a complete iteration.
         """
-        self._stopping = True
+        # Any thread (asyncio's is not thread-safe, yet programs call it so):
+        # an atomic store the loop's next look at the flag sees.
+        xt_store_int(&self._stopping, True)
 
     # ------------------------------------------------------------------
     # Scheduling
@@ -305,7 +332,7 @@ cdef class LoopCore:
 
     def _new_handle(self, callback, tuple args):
         """A handle that is not scheduled (a signal handler's)."""
-        return new_handle(callback, args, self, None, self._debug)
+        return new_handle(callback, args, self, None, xt_load_int(&self._debug))
 
     def call_soon(self, callback, *args, context=None):
         """Arrange for a callback to be called as soon as possible.
@@ -314,23 +341,25 @@ cdef class LoopCore:
         exactly once.
         """
         _check_open(self)
-        if self._debug:
+        cdef bint debug = xt_load_int(&self._debug)
+        if debug:
             self._check_thread_fast()
             self._check_callback_fast(callback, 'call_soon')
         elif not PyCallable_Check(callback):
             # asyncio only checks in debug mode and then fails later inside
             # the loop; failing here, at the caller, is cheap and clearer.
             self._check_callback_fast(callback, 'call_soon')
-        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, context, debug)
         self._push_ready(handle)
         return handle
 
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
         _check_open(self)
-        if self._debug or not PyCallable_Check(callback):
+        cdef bint debug = xt_load_int(&self._debug)
+        if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
-        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, context, debug)
         cdef int rc
         # Waking the loop costs a syscall, so it is done only when the loop
         # is (about to be) blocked in the poller, and once per sleep: the
@@ -380,15 +409,16 @@ cdef class LoopCore:
     cdef _call_at(self, double when, object callback, tuple args,
                   object context, str method):
         _check_open(self)
+        cdef bint debug = xt_load_int(&self._debug)
         # asyncio checks the thread in debug mode only.  A free-threaded
         # build always does: there a foreign thread's push would race the
         # loop's own on the timer heap, C memory, not a Python list.
-        if XT_GUARD_THREADS or self._debug:
+        if XT_GUARD_THREADS or debug:
             self._check_thread_fast()
-        if self._debug or not PyCallable_Check(callback):
+        if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, method)
         cdef TimerHandle timer = new_timer(when, callback, args, self, context,
-                                           self._debug, &self._timers)
+                                           debug, &self._timers)
         if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
             raise MemoryError()
         Py_INCREF(timer)
@@ -465,7 +495,7 @@ cdef class LoopCore:
         """Run until stop() is called."""
         _check_open(self)
         self._check_running()
-        self._set_coroutine_origin_tracking(self._debug)
+        self._set_coroutine_origin_tracking(xt_load_int(&self._debug))
         old_agen_hooks = _get_asyncgen_hooks()
         try:
             # The ident first: _check_thread_fast() reads it in other
@@ -490,10 +520,10 @@ cdef class LoopCore:
                     self._run_iteration()
                 else:
                     run_once()
-                if self._stopping:
+                if xt_load_int(&self._stopping):
                     break
         finally:
-            self._stopping = False
+            xt_store_int(&self._stopping, False)
             xt_store_int(&self._running, False)
             # Between runs the program may drop what it holds: keep nothing.
             self._drop_released(&self._released[0])
@@ -514,7 +544,7 @@ cdef class LoopCore:
         cdef void *item
         cdef Handle handle
 
-        if not ring_len(&self._ready) and not self._stopping:
+        if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
             # We may block.  A signal that arrived while a callback ran in C
             # (os.kill as the callback, say) has its Python handler pending:
             # the interpreter runs it only between bytecodes, and none may
@@ -522,7 +552,7 @@ cdef class LoopCore:
             # once, so do we -- before the timeout is chosen, since the
             # handler may schedule callbacks (asyncio.Runner's does).
             PyErr_CheckSignals()
-        if ring_len(&self._ready) or self._stopping:
+        if ring_len(&self._ready) or xt_load_int(&self._stopping):
             timeout_ns = 0
         elif heap_peek(&self._timers, &when) != NULL:
             when = when - monotonic_now()
@@ -583,7 +613,7 @@ cdef class LoopCore:
             try:
                 if handle_cancelled(handle):
                     pass
-                elif self._debug:
+                elif xt_load_int(&self._debug):
                     self._run_ready(handle)
                 else:
                     handle_run(handle)
@@ -783,7 +813,7 @@ cdef class LoopCore:
         check_loop_thread(self)
         if fd < 0:
             raise ValueError(f"Invalid file descriptor: {fd}")
-        cdef Handle handle = new_handle(callback, (), self, None, self._debug)
+        cdef Handle handle = new_handle(callback, (), self, None, xt_load_int(&self._debug))
         old = self._set_fd_handle(fd, which, handle, True)
         if old is not None:
             handle_cancel(<Handle>old)
@@ -852,7 +882,7 @@ cdef class LoopCore:
         _check_open(self)
         check_loop_thread(self)
         cdef int fdn = self._fileobj_to_fd(fd)
-        cdef Handle handle = new_handle(callback, args, self, None, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, None, xt_load_int(&self._debug))
         old = self._set_fd_handle(fdn, which, handle)
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
