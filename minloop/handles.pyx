@@ -188,10 +188,11 @@ cdef int _cancel_later(Handle h) except -1:
     return 0
 
 
-def _finish_cancel(Handle h):
+def _finish_cancel(h):
     """The loop's half of a cancel() made in another thread."""
+    # Either type: siblings, one layout (handles.pxd).
     minloop_handle_check_slots(<void *>h)
-    _cancel_now(h)
+    _cancel_now(<Handle>h)
 
 
 cdef int handle_run(Handle h) except -1:
