@@ -81,7 +81,10 @@ def _build_flags():
     compiler saw it (src/build_info.h)."""
     return {'optimized': bool(MINLOOP_BUILD_OPTIMIZED),
             'assertions': bool(MINLOOP_BUILD_ASSERTS),
-            'address_sanitizer': bool(MINLOOP_BUILD_ASAN)}
+            'address_sanitizer': bool(MINLOOP_BUILD_ASAN),
+            # Foreign threads refused at the loop-thread-only entries
+            # (docs/threading.md, item 8): free-threaded builds.
+            'thread_guards': bool(XT_GUARD_THREADS)}
 
 
 cdef inline _raise_errno(int neg_errno):
