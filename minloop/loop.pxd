@@ -1,7 +1,7 @@
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
-                        fd_table, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
+                        fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
                         xt_load_int)
 from .handles cimport Handle, TimerHandle
 
@@ -22,6 +22,12 @@ cdef class LoopCore:
         # "The fd table and the kernel").  It owns a reference to each
         # handle in it.  Others ask through fd_watched() below.
         fd_table _fd_table
+        # Held where the table's owner pointers meet other threads: a
+        # transport disowns its slot when it dies, in whatever thread the
+        # collector finalizes it (docs/threading.md, item 15).  Taken
+        # around that, the owner writes, the reads that take a reference,
+        # and the reallocation of the table (_reserve_fd).
+        xt_mutex _owners_lock
         unsigned int _skipped_polls
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
@@ -83,6 +89,7 @@ cdef class LoopCore:
     cdef Handle _add_oneshot_handle(self, int fd, int which, object callback)
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1
+    cdef int _reserve_fd(self, int fd) except -1
     cdef int _own_fd(self, int fd, object transport) except -1
     cdef void _disown_fd(self, int fd, object transport) noexcept
     cdef object _transport_of(self, object fd)

@@ -110,6 +110,7 @@ cdef int _queue_due(void *ready, void *item) noexcept nogil:
 cdef class LoopCore:
 
     def __cinit__(self):
+        xt_init(&self._owners_lock)
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
@@ -775,11 +776,8 @@ cdef class LoopCore:
         table is left as it was.
         """
         cdef void *old = NULL
-        cdef int rc = fdt_reserve(&self._fd_table, fd)
-        if rc == -ENOMEM:
-            raise MemoryError()
-        if rc < 0:
-            _raise_errno(rc)
+        cdef int rc
+        self._reserve_fd(fd)
         if self._forked:
             self._reopen_after_fork()
         rc = fdt_install(&self._fd_table, &self._poller, fd, which,
@@ -929,38 +927,66 @@ cdef class LoopCore:
     # both, with asyncio's meaning: a transport stays in it while it lives
     # (closed or not), until a newer one takes its fd number.
 
+    cdef int _reserve_fd(self, int fd) except -1:
+        """Make room for fd in the table (fdt_reserve's work).  Growing
+        moves the slots, which a dying transport's _disown_fd() may be
+        writing to from another thread: under the owners' lock."""
+        cdef int rc = 0
+        if not fdt_has(&self._fd_table, fd):
+            xt_lock(&self._owners_lock)
+            rc = fdt_grow(&self._fd_table, fd)
+            xt_unlock(&self._owners_lock)
+        if rc == -ENOMEM:
+            raise MemoryError()
+        if rc < 0:
+            _raise_errno(rc)
+        return 0
+
     cdef int _own_fd(self, int fd, object transport) except -1:
         """loop._transports[fd] = transport, for a transport that calls
         _disown_fd() before it dies (the stream transport's __dealloc__)."""
-        cdef int rc
         check_loop_thread(self)
         if fd < 0:
             # A closed socket's -1: asyncio's dict takes it; so does ours.
             self._other_transports_dict()[fd] = transport
             return 0
-        rc = fdt_reserve(&self._fd_table, fd)
-        if rc == -ENOMEM:
-            raise MemoryError()
-        if rc < 0:
-            _raise_errno(rc)
+        self._reserve_fd(fd)
+        # Before it is published: _transport_of() may have to take a
+        # reference while another thread deallocates it.
+        minloop_enable_try_incref(<PyObject *>transport)
+        xt_lock(&self._owners_lock)
         fdt_set_owner(&self._fd_table, fd, <void *>transport)
+        xt_unlock(&self._owners_lock)
         if self._other_transports is not None:
             self._other_transports.pop(fd, None)
         return 0
 
     cdef void _disown_fd(self, int fd, object transport) noexcept:
-        """transport is dying: forget it as fd's owner, if it still is."""
+        """transport is dying: forget it as fd's owner, if it still is.
+        Any thread: the collector finalizes in the thread that collects."""
+        xt_lock(&self._owners_lock)
         fdt_disown(&self._fd_table, fd, <void *>transport)
+        xt_unlock(&self._owners_lock)
 
     cdef object _transport_of(self, object fd):
         """loop._transports.get(fd): the fd table's owner, or else the
         other transports' entry, or None."""
         cdef void *owner
+        cdef bint held = False
         check_loop_thread(self)
         if isinstance(fd, int) and 0 <= fd < fdt_size(&self._fd_table):
+            # The owner may be dying in another thread, its count at zero
+            # and its _disown_fd() waiting for the lock: a reference is
+            # taken only from a count that has not reached zero.
+            xt_lock(&self._owners_lock)
             owner = fdt_owner(&self._fd_table, <int>fd)
             if owner != NULL:
-                return <object>owner
+                held = minloop_try_incref(<PyObject *>owner)
+            xt_unlock(&self._owners_lock)
+            if held:
+                transport = <object>owner
+                Py_DECREF(transport)   # try_incref's; `transport` has its own
+                return transport
         if self._other_transports is not None:
             return self._other_transports.get(fd)
         return None
@@ -1135,11 +1161,14 @@ class _TransportMap(_MutableMapping):
 
 cdef bint _forget_owner(LoopCore core, object fd):
     """Clear fd's owner in core's fd table; whether it had one."""
+    cdef bint had = False
     if isinstance(fd, int) and 0 <= fd < fdt_size(&core._fd_table):
-        if fdt_owner(&core._fd_table, <int>fd) != NULL:
+        xt_lock(&core._owners_lock)
+        had = fdt_owner(&core._fd_table, <int>fd) != NULL
+        if had:
             fdt_set_owner(&core._fd_table, <int>fd, NULL)
-            return True
-    return False
+        xt_unlock(&core._owners_lock)
+    return had
 
 
 # ----------------------------------------------------------------------
@@ -1157,6 +1186,7 @@ def _after_fork_in_child():
         ring_after_fork(&loop._ready)
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
+        xt_init(&loop._owners_lock)   # as the rings' locks
         if not loop._closed:
             loop._forked = True
 
