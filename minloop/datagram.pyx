@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """DatagramTransport: minloop's compiled UDP (and Unix datagram) transport.
 
 It is asyncio's _SelectorDatagramTransport (selector_events.py) for the

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Handle and TimerHandle: the objects call_soon() and call_at() return.
 
 Subclasses of asyncio.events.Handle/TimerHandle (through the C types of

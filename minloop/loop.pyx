@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # cython: binding=True
 # (Cython's function type for LoopCore's methods: CPython's method descriptor
 # checks `self` with PyType_IsSubtype on every call of a loop method, since

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Pipe transports: connect_read_pipe, connect_write_pipe, subprocess pipes.
 
 asyncio's counterparts are _UnixReadPipeTransport and _UnixWritePipeTransport

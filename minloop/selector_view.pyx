@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """loop._selector: asyncio's selector, as a read-only view of the fd table.
 
 asyncio's selector loop keeps its readers and writers in a `selectors`

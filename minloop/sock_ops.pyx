@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # cython: binding=True
 """The loop's sock_* coroutines, compiled.
 

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """The socket transport for TCP and Unix streams, and the accept loop.
 
 asyncio's counterparts are _SelectorSocketTransport and

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """TLS over minloop's transports: asyncio's SSL protocol, compiled.
 
 asyncio (3.11+) does TLS as a protocol that sits between the socket

@@ -68,4 +68,16 @@ static inline int minloop_try_incref(PyObject *op)
 static inline void minloop_enable_try_incref(PyObject *op) { (void)op; }
 #endif
 
+/* The Py_mod_gil slot of the hand-written modules (3.13+; the Cython
+ * modules declare it with their freethreading_compatible directive).  Where
+ * a transport dying in another thread is not safe (3.13t, above) they say
+ * the GIL is needed, and importing minloop turns it back on. */
+#ifdef Py_mod_gil
+#if MINLOOP_TRY_INCREF_SAFE
+#define MINLOOP_MOD_GIL Py_MOD_GIL_NOT_USED
+#else
+#define MINLOOP_MOD_GIL Py_MOD_GIL_USED
+#endif
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */
