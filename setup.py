@@ -4,6 +4,9 @@ Environment switches (for development and CI, never for wheels):
   MINLOOP_DEBUG=1     -O0 -g, assertions on, Cython line tracing off
   MINLOOP_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (implies debug)
   MINLOOP_ANNOTATE=1  write Cython's HTML annotation next to each .pyx
+  MINLOOP_THREAD_GUARDS=1  the free-threaded build's thread guards in a GIL
+                      build (src/cross_thread.h): tests their paths where
+                      no free-threaded Python is installed
 """
 import os
 import sys
@@ -32,11 +35,14 @@ if sanitize:
     link_args += san
 
 poller_sources = ["src/poller_epoll.c", "src/poller_kqueue.c"]  # each compiles to nothing off its platform
+macros = [("_GNU_SOURCE", None)]
+if flag("MINLOOP_THREAD_GUARDS"):
+    macros.append(("MINLOOP_THREAD_GUARDS", "1"))
 common = dict(
     include_dirs=["src"],
     extra_compile_args=compile_args,
     extra_link_args=link_args,
-    define_macros=[("_GNU_SOURCE", None)],
+    define_macros=macros,
 )
 
 # Modules whose cdef classes extend asyncio's transport classes: their

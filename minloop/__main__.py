@@ -45,6 +45,8 @@ def _build_line():
     text += ", C asserts on)" if flags["assertions"] else ")"
     if flags["address_sanitizer"]:
         text += ", AddressSanitizer"
+    if flags["thread_guards"]:
+        text += ", thread guards"
     return text
 
 

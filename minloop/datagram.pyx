@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """DatagramTransport: minloop's compiled UDP (and Unix datagram) transport.
 
 It is asyncio's _SelectorDatagramTransport (selector_events.py) for the
@@ -48,7 +49,8 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, send, c_recvfrom, c_sendto,
                         PyObject_VectorcallMethod, PyUnicode_AsUTF8AndSize)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore, timers_scheduled, nothing_runs_before_next_read
+from .loop cimport (LoopCore, check_loop_thread, timers_scheduled,
+                    nothing_runs_before_next_read)
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, lose_connection,
@@ -174,6 +176,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         return self._protocol
 
     def set_protocol(self, protocol):
+        check_loop_thread(self._core)
         self._protocol = protocol
         self._protocol_connected = True
 
@@ -186,6 +189,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         return not self._closing and not self._paused
 
     def pause_reading(self):
+        check_loop_thread(self._core)
         if not _READING_API:
             raise NotImplementedError
         if self._closing or self._paused:
@@ -196,6 +200,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             _logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
+        check_loop_thread(self._core)
         if not _READING_API:
             raise NotImplementedError
         if self._closing or not self._paused:
@@ -229,6 +234,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._high_water, self._low_water = water_marks(high, low)
 
     def set_write_buffer_limits(self, high=None, low=None):
+        check_loop_thread(self._core)
         self._set_write_buffer_limits(high=high, low=low)
         self._maybe_pause_protocol_c()
 
@@ -404,6 +410,7 @@ cdef class DatagramTransport(DatagramTransportBase):
     # Sending
 
     def sendto(self, data, addr=None):
+        check_loop_thread(self._core)
         if not isinstance(data, _BYTES_LIKE):
             raise TypeError(f'data argument must be a bytes-like object, '
                             f'not {type(data).__name__!r}')
@@ -627,6 +634,7 @@ cdef class DatagramTransport(DatagramTransportBase):
     # lifecycle.pxd
 
     def close(self):
+        check_loop_thread(self._core)
         if not begin_closing(self._core, self._sock_fd, &self._closing):
             return
         if not self._buffer:
@@ -636,6 +644,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                             self._call_connection_lost, None)
 
     def abort(self):
+        check_loop_thread(self._core)
         self._force_close(None)
 
     def _fatal_error(self, exc, message='Fatal error on transport'):

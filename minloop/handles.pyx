@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Handle and TimerHandle: the objects call_soon() and call_at() return.
 
 Subclasses of asyncio.events.Handle/TimerHandle (through the C types of
@@ -25,7 +26,8 @@ from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
 from .includes cimport (heap_remove, PyObject_Vectorcall, PyThreadState, PyThreadState_Get,
-                        MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars)
+                        MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars,
+                        XT_GUARD_THREADS, PyThread_get_thread_ident)
 
 
 cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
@@ -120,10 +122,15 @@ cdef object handle_args(Handle h):
 
 
 cdef int handle_cancel(Handle h) except -1:
-    cdef Py_ssize_t pos = h._heap_pos
     minloop_handle_check_slots(<void *>h)
     if h._cancelled is True:
         return 0
+    return _cancel_now(h)
+
+
+cdef int _cancel_now(Handle h) except -1:
+    """cancel()'s work: on the loop's thread, or while no thread runs it."""
+    cdef Py_ssize_t pos = h._heap_pos
     if pos >= 0:
         # A timer leaves the heap now (O(log n)), so a server that arms and
         # cancels millions of timeouts holds no dead timers.  The caller
@@ -143,6 +150,50 @@ cdef int handle_cancel(Handle h) except -1:
     h._args = None
     _drop_inline_args(h)
     return 0
+
+
+# cancel() from another thread
+#
+# The heap, the handle's fields and the loop's bookkeeping (_queued) are the
+# loop's thread's: with the GIL, cancel() changes them at once from any
+# thread, as asyncio's does.  On a free-threaded build, a thread other than
+# the one running the loop only raises the flag -- so cancelled() is True at
+# once, and the loop skips the handle if it comes up first -- and asks the
+# loop's thread to do the rest (heap removal, dropping the callback and its
+# arguments): asyncio's own advice, call_soon_threadsafe(handle.cancel).
+
+cdef inline int _cancel(Handle h) except -1:
+    """cancel() as the program calls it (the loop calls handle_cancel)."""
+    if XT_GUARD_THREADS and _foreign_thread(h):
+        return _cancel_later(h)
+    return handle_cancel(h)
+
+
+cdef bint _foreign_thread(Handle h) except -1:
+    """Whether h's loop is running in a thread other than this one."""
+    minloop_handle_check_slots(<void *>h)
+    ident = h._loop._thread_id   # None unless running (read atomically)
+    return ident is not None and ident != PyThread_get_thread_ident()
+
+
+cdef int _cancel_later(Handle h) except -1:
+    if h._cancelled is True:
+        return 0
+    # One word, from False to True, immortal objects both: no reference
+    # count changes, and the loop reads either value whole.
+    h._cancelled = True
+    try:
+        h._loop.call_soon_threadsafe(_finish_cancel, h)
+    except RuntimeError:
+        pass   # closed since: close() dropped the heap with h in it
+    return 0
+
+
+def _finish_cancel(h):
+    """The loop's half of a cancel() made in another thread."""
+    # Either type: siblings, one layout (handles.pxd).
+    minloop_handle_check_slots(<void *>h)
+    _cancel_now(<Handle>h)
 
 
 cdef int handle_run(Handle h) except -1:
@@ -266,7 +317,7 @@ cdef class Handle(HandleBase):
         return _own_context(self)
 
     def cancel(self):
-        handle_cancel(self)
+        _cancel(self)
 
     def cancelled(self):
         return self._cancelled is True
@@ -330,7 +381,7 @@ cdef class TimerHandle(TimerHandleBase):
         return _own_context(<Handle>self)
 
     def cancel(self):
-        handle_cancel(<Handle>self)
+        _cancel(<Handle>self)
 
     def cancelled(self):
         return self._cancelled is True

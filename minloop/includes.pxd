@@ -53,6 +53,13 @@ cdef extern from "ready_ring.h":
 cdef extern from "cross_thread.h" nogil:
     enum:
         XT_GUARD_THREADS
+    # A PyMutex on free-threaded builds, nothing with the GIL: held for a
+    # few stores and at most one malloc(), never around Python code.
+    ctypedef struct xt_mutex:
+        pass
+    void xt_init(xt_mutex *l)
+    void xt_lock(xt_mutex *l)
+    void xt_unlock(xt_mutex *l)
     bint xt_load_int(const bint *p)
     void xt_store_int(bint *p, bint v)
     bint xt_load_int_acquire(const bint *p)
@@ -104,7 +111,7 @@ cdef extern from "fd_table.h" nogil:
     int fdt_set_interest(fd_table *t, poller *p, int fd, int mask)
     int fdt_install(fd_table *t, poller *p, int fd, int which,
                     void *item, int oneshot, void **old)
-    int fdt_reserve(fd_table *t, int fd)
+    int fdt_grow(fd_table *t, int fd)
     int fdt_fired(fd_table *t, int fd, int events)
     int fdt_rearm(fd_table *t, poller *p, int fd, int which, const void *item)
 
@@ -157,6 +164,13 @@ cdef extern from "socket_object.h":
         int sock_fd
         long long sock_timeout
     unsigned int minloop_type_version(object t)
+
+
+# References to objects another thread may be deallocating (the fd table's
+# owners): src/py_compat.h.
+cdef extern from "py_compat.h":
+    int minloop_try_incref(PyObject *op)
+    void minloop_enable_try_incref(PyObject *op)
 
 
 # contextvars.Context's variables, read directly where this build knows its

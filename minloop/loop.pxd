@@ -1,7 +1,8 @@
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
-                        fd_table, fdt_get, ring_len, POLLER_READ)
+                        fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
+                        xt_load_int)
 from .handles cimport Handle, TimerHandle
 
 
@@ -21,6 +22,12 @@ cdef class LoopCore:
         # "The fd table and the kernel").  It owns a reference to each
         # handle in it.  Others ask through fd_watched() below.
         fd_table _fd_table
+        # Held where the table's owner pointers meet other threads: a
+        # transport disowns its slot when it dies, in whatever thread the
+        # collector finalizes it (docs/threading.md, item 15).  Taken
+        # around that, the owner writes, the reads that take a reference,
+        # and the reallocation of the table (_reserve_fd).
+        xt_mutex _owners_lock
         unsigned int _skipped_polls
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
@@ -42,16 +49,19 @@ cdef class LoopCore:
         # until the first read; see lifecycle.read_buffer).
         char *_read_buffer
 
-        # _closed, _running and _thread_ident are read by other threads
-        # (call_soon_threadsafe, is_running, the thread check): written and
-        # read there through xt_store_*/xt_load_* (cross_thread.h), plain
-        # elsewhere on the loop's thread.  Whether the consumer sleeps (and
-        # so whether a producer must write to the wake-up fd) is the ready
-        # ring's own flag, tested and set under its lock.
-        readonly bint _closed
-        public bint _stopping
+        # _closed, _stopping, _running, _debug and _thread_ident are read or
+        # written by other threads (call_soon_threadsafe, is_running, stop,
+        # set_debug, the thread check): through xt_store_*/xt_load_*
+        # (cross_thread.h: plain accesses with the GIL) in loop.pyx and in
+        # the Python attributes of the same names; the transports' reads of
+        # _debug on the loop's thread are plain (docs/threading.md, 12).
+        # Whether the consumer sleeps (and so whether a producer must write
+        # to the wake-up fd) is the ready ring's own flag, tested and set
+        # under its lock.
+        bint _closed
+        bint _stopping
         bint _running
-        public bint _debug
+        bint _debug
         public object _task_factory
         unsigned long _thread_ident
         # asyncio's attribute: a timer due less than this from now runs
@@ -79,6 +89,7 @@ cdef class LoopCore:
     cdef Handle _add_oneshot_handle(self, int fd, int which, object callback)
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1
+    cdef int _reserve_fd(self, int fd) except -1
     cdef int _own_fd(self, int fd, object transport) except -1
     cdef void _disown_fd(self, int fd, object transport) noexcept
     cdef object _transport_of(self, object fd)
@@ -92,6 +103,20 @@ cdef class LoopCore:
     cdef void _clear_timers(self)
     cdef void _clear_ready(self)
     cdef void _clear_fd_table(self)
+
+
+# The thread guard of the entries that reach loop-thread-only C state (the
+# fd table, the transports' write queues): docs/threading.md, item 8.
+
+cdef inline int check_loop_thread(LoopCore core) except -1:
+    """Refuse a thread other than the one running `core` (asyncio's debug-mode
+    RuntimeError) -- on a free-threaded build only, where such a call races
+    the loop's C structures.  With the GIL, XT_GUARD_THREADS is 0 and the C
+    compiler drops the call: asyncio does not check these entries, even in
+    debug mode, and with the GIL they are merely racy, as asyncio's are."""
+    if XT_GUARD_THREADS and core is not None:
+        core._check_thread_fast()
+    return 0
 
 
 # The fd table's answer for transports and servers (inline: it compiles
@@ -119,6 +144,7 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
     `timers_seen` (a call_later(0) would be due first), the loop is not
     stopping, nor in debug mode (where asyncio times each wake-up as a
     callback of its own), and fd still has its reader."""
-    if core._debug or core._stopping or ring_len(&core._ready) != 0:
+    if (xt_load_int(&core._debug) or xt_load_int(&core._stopping) or
+            ring_len(&core._ready) != 0):
         return False
     return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)

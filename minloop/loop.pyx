@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # cython: binding=True
 # (Cython's function type for LoopCore's methods: CPython's method descriptor
 # checks `self` with PyType_IsSubtype on every call of a loop method, since
@@ -81,7 +82,10 @@ def _build_flags():
     compiler saw it (src/build_info.h)."""
     return {'optimized': bool(MINLOOP_BUILD_OPTIMIZED),
             'assertions': bool(MINLOOP_BUILD_ASSERTS),
-            'address_sanitizer': bool(MINLOOP_BUILD_ASAN)}
+            'address_sanitizer': bool(MINLOOP_BUILD_ASAN),
+            # Foreign threads refused at the loop-thread-only entries
+            # (docs/threading.md, item 8): free-threaded builds.
+            'thread_guards': bool(XT_GUARD_THREADS)}
 
 
 cdef inline _raise_errno(int neg_errno):
@@ -107,6 +111,7 @@ cdef int _queue_due(void *ready, void *item) noexcept nogil:
 cdef class LoopCore:
 
     def __cinit__(self):
+        xt_init(&self._owners_lock)
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
@@ -238,13 +243,38 @@ cdef class LoopCore:
         return xt_load_int(&self._closed)
 
     def get_debug(self):
-        return self._debug
+        return xt_load_int(&self._debug)
 
     def set_debug(self, enabled):
-        self._debug = bool(enabled)
+        cdef bint debug = bool(enabled)
+        xt_store_int(&self._debug, debug)
         if xt_load_int(&self._running):
             self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
-                                      self._debug)
+                                      debug)
+
+    # _debug, _stopping and _closed as Python attributes (asyncio's names):
+    # other threads may read and write them, so they go through the same
+    # atomic accesses as set_debug(), stop() and is_closed().
+
+    @property
+    def _debug(self):
+        return xt_load_int(&self._debug)
+
+    @_debug.setter
+    def _debug(self, value):
+        xt_store_int(&self._debug, bool(value))
+
+    @property
+    def _stopping(self):
+        return xt_load_int(&self._stopping)
+
+    @_stopping.setter
+    def _stopping(self, value):
+        xt_store_int(&self._stopping, bool(value))
+
+    @property
+    def _closed(self):
+        return xt_load_int(&self._closed)
 
     @property
     def _thread_id(self):
@@ -259,7 +289,9 @@ cdef class LoopCore:
         Every callback already scheduled will still run.  This simply informs
         run_forever to stop looping after a complete iteration.
         """
-        self._stopping = True
+        # Any thread (asyncio's is not thread-safe, yet programs call it so):
+        # an atomic store the loop's next look at the flag sees.
+        xt_store_int(&self._stopping, True)
 
     # ------------------------------------------------------------------
     # Scheduling
@@ -305,7 +337,7 @@ cdef class LoopCore:
 
     def _new_handle(self, callback, tuple args):
         """A handle that is not scheduled (a signal handler's)."""
-        return new_handle(callback, args, self, None, self._debug)
+        return new_handle(callback, args, self, None, xt_load_int(&self._debug))
 
     def call_soon(self, callback, *args, context=None):
         """Arrange for a callback to be called as soon as possible.
@@ -314,23 +346,25 @@ cdef class LoopCore:
         exactly once.
         """
         _check_open(self)
-        if self._debug:
+        cdef bint debug = xt_load_int(&self._debug)
+        if debug:
             self._check_thread_fast()
             self._check_callback_fast(callback, 'call_soon')
         elif not PyCallable_Check(callback):
             # asyncio only checks in debug mode and then fails later inside
             # the loop; failing here, at the caller, is cheap and clearer.
             self._check_callback_fast(callback, 'call_soon')
-        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, context, debug)
         self._push_ready(handle)
         return handle
 
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
         _check_open(self)
-        if self._debug or not PyCallable_Check(callback):
+        cdef bint debug = xt_load_int(&self._debug)
+        if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
-        cdef Handle handle = new_handle(callback, args, self, context, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, context, debug)
         cdef int rc
         # Waking the loop costs a syscall, so it is done only when the loop
         # is (about to be) blocked in the poller, and once per sleep: the
@@ -380,13 +414,16 @@ cdef class LoopCore:
     cdef _call_at(self, double when, object callback, tuple args,
                   object context, str method):
         _check_open(self)
-        if self._debug:
+        cdef bint debug = xt_load_int(&self._debug)
+        # asyncio checks the thread in debug mode only.  A free-threaded
+        # build always does: there a foreign thread's push would race the
+        # loop's own on the timer heap, C memory, not a Python list.
+        if XT_GUARD_THREADS or debug:
             self._check_thread_fast()
-            self._check_callback_fast(callback, method)
-        elif not PyCallable_Check(callback):
+        if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, method)
         cdef TimerHandle timer = new_timer(when, callback, args, self, context,
-                                           self._debug, &self._timers)
+                                           debug, &self._timers)
         if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
             raise MemoryError()
         Py_INCREF(timer)
@@ -463,7 +500,7 @@ cdef class LoopCore:
         """Run until stop() is called."""
         _check_open(self)
         self._check_running()
-        self._set_coroutine_origin_tracking(self._debug)
+        self._set_coroutine_origin_tracking(xt_load_int(&self._debug))
         old_agen_hooks = _get_asyncgen_hooks()
         try:
             # The ident first: _check_thread_fast() reads it in other
@@ -488,10 +525,10 @@ cdef class LoopCore:
                     self._run_iteration()
                 else:
                     run_once()
-                if self._stopping:
+                if xt_load_int(&self._stopping):
                     break
         finally:
-            self._stopping = False
+            xt_store_int(&self._stopping, False)
             xt_store_int(&self._running, False)
             # Between runs the program may drop what it holds: keep nothing.
             self._drop_released(&self._released[0])
@@ -512,7 +549,7 @@ cdef class LoopCore:
         cdef void *item
         cdef Handle handle
 
-        if not ring_len(&self._ready) and not self._stopping:
+        if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
             # We may block.  A signal that arrived while a callback ran in C
             # (os.kill as the callback, say) has its Python handler pending:
             # the interpreter runs it only between bytecodes, and none may
@@ -520,7 +557,7 @@ cdef class LoopCore:
             # once, so do we -- before the timeout is chosen, since the
             # handler may schedule callbacks (asyncio.Runner's does).
             PyErr_CheckSignals()
-        if ring_len(&self._ready) or self._stopping:
+        if ring_len(&self._ready) or xt_load_int(&self._stopping):
             timeout_ns = 0
         elif heap_peek(&self._timers, &when) != NULL:
             when = when - monotonic_now()
@@ -581,7 +618,7 @@ cdef class LoopCore:
             try:
                 if handle_cancelled(handle):
                     pass
-                elif self._debug:
+                elif xt_load_int(&self._debug):
                     self._run_ready(handle)
                 else:
                     handle_run(handle)
@@ -740,11 +777,8 @@ cdef class LoopCore:
         table is left as it was.
         """
         cdef void *old = NULL
-        cdef int rc = fdt_reserve(&self._fd_table, fd)
-        if rc == -ENOMEM:
-            raise MemoryError()
-        if rc < 0:
-            _raise_errno(rc)
+        cdef int rc
+        self._reserve_fd(fd)
         if self._forked:
             self._reopen_after_fork()
         rc = fdt_install(&self._fd_table, &self._poller, fd, which,
@@ -778,9 +812,10 @@ cdef class LoopCore:
         _remove_oneshot() or call _rearm_oneshot() to wait again.
         """
         _check_open(self)
+        check_loop_thread(self)
         if fd < 0:
             raise ValueError(f"Invalid file descriptor: {fd}")
-        cdef Handle handle = new_handle(callback, (), self, None, self._debug)
+        cdef Handle handle = new_handle(callback, (), self, None, xt_load_int(&self._debug))
         old = self._set_fd_handle(fd, which, handle, True)
         if old is not None:
             handle_cancel(<Handle>old)
@@ -792,6 +827,7 @@ cdef class LoopCore:
         cdef int rc
         if self._closed:
             return 0
+        check_loop_thread(self)
         if self._forked:
             self._reopen_after_fork()
         rc = fdt_rearm(&self._fd_table, &self._poller, fd, which, <void *>handle)
@@ -802,7 +838,10 @@ cdef class LoopCore:
 
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1:
         """remove_reader/remove_writer of `handle`, if still installed."""
-        if self._closed or fdt_get(&self._fd_table, fd, which) != <void *>handle:
+        if self._closed:
+            return 0
+        check_loop_thread(self)
+        if fdt_get(&self._fd_table, fd, which) != <void *>handle:
             return 0
         old = self._set_fd_handle(fd, which, None)
         handle_cancel(<Handle>old)
@@ -843,8 +882,9 @@ cdef class LoopCore:
                                tuple args):
         """Install a new reader or writer for fd, cancelling the one it replaces."""
         _check_open(self)
+        check_loop_thread(self)
         cdef int fdn = self._fileobj_to_fd(fd)
-        cdef Handle handle = new_handle(callback, args, self, None, self._debug)
+        cdef Handle handle = new_handle(callback, args, self, None, xt_load_int(&self._debug))
         old = self._set_fd_handle(fdn, which, handle)
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
@@ -867,6 +907,7 @@ cdef class LoopCore:
     cdef bint _remove_fd_handle(self, object fd, int which) except -1:
         if self._closed:
             return False
+        check_loop_thread(self)
         cdef int fdn = self._lookup_fd(fd)
         if fdt_get(&self._fd_table, fdn, which) == NULL:
             return False
@@ -887,36 +928,66 @@ cdef class LoopCore:
     # both, with asyncio's meaning: a transport stays in it while it lives
     # (closed or not), until a newer one takes its fd number.
 
-    cdef int _own_fd(self, int fd, object transport) except -1:
-        """loop._transports[fd] = transport, for a transport that calls
-        _disown_fd() before it dies (the stream transport's __dealloc__)."""
-        cdef int rc
-        if fd < 0:
-            # A closed socket's -1: asyncio's dict takes it; so does ours.
-            self._other_transports_dict()[fd] = transport
-            return 0
-        rc = fdt_reserve(&self._fd_table, fd)
+    cdef int _reserve_fd(self, int fd) except -1:
+        """Make room for fd in the table (fdt_reserve's work).  Growing
+        moves the slots, which a dying transport's _disown_fd() may be
+        writing to from another thread: under the owners' lock."""
+        cdef int rc = 0
+        if not fdt_has(&self._fd_table, fd):
+            xt_lock(&self._owners_lock)
+            rc = fdt_grow(&self._fd_table, fd)
+            xt_unlock(&self._owners_lock)
         if rc == -ENOMEM:
             raise MemoryError()
         if rc < 0:
             _raise_errno(rc)
+        return 0
+
+    cdef int _own_fd(self, int fd, object transport) except -1:
+        """loop._transports[fd] = transport, for a transport that calls
+        _disown_fd() before it dies (the stream transport's __dealloc__)."""
+        check_loop_thread(self)
+        if fd < 0:
+            # A closed socket's -1: asyncio's dict takes it; so does ours.
+            self._other_transports_dict()[fd] = transport
+            return 0
+        self._reserve_fd(fd)
+        # Before it is published: _transport_of() may have to take a
+        # reference while another thread deallocates it.
+        minloop_enable_try_incref(<PyObject *>transport)
+        xt_lock(&self._owners_lock)
         fdt_set_owner(&self._fd_table, fd, <void *>transport)
+        xt_unlock(&self._owners_lock)
         if self._other_transports is not None:
             self._other_transports.pop(fd, None)
         return 0
 
     cdef void _disown_fd(self, int fd, object transport) noexcept:
-        """transport is dying: forget it as fd's owner, if it still is."""
+        """transport is dying: forget it as fd's owner, if it still is.
+        Any thread: the collector finalizes in the thread that collects."""
+        xt_lock(&self._owners_lock)
         fdt_disown(&self._fd_table, fd, <void *>transport)
+        xt_unlock(&self._owners_lock)
 
     cdef object _transport_of(self, object fd):
         """loop._transports.get(fd): the fd table's owner, or else the
         other transports' entry, or None."""
         cdef void *owner
+        cdef bint held = False
+        check_loop_thread(self)
         if isinstance(fd, int) and 0 <= fd < fdt_size(&self._fd_table):
+            # The owner may be dying in another thread, its count at zero
+            # and its _disown_fd() waiting for the lock: a reference is
+            # taken only from a count that has not reached zero.
+            xt_lock(&self._owners_lock)
             owner = fdt_owner(&self._fd_table, <int>fd)
             if owner != NULL:
-                return <object>owner
+                held = minloop_try_incref(<PyObject *>owner)
+            xt_unlock(&self._owners_lock)
+            if held:
+                transport = <object>owner
+                Py_DECREF(transport)   # try_incref's; `transport` has its own
+                return transport
         if self._other_transports is not None:
             return self._other_transports.get(fd)
         return None
@@ -1048,6 +1119,7 @@ class _TransportMap(_MutableMapping):
 
     def __setitem__(self, fd, transport):
         cdef LoopCore core = <LoopCore>self._core
+        check_loop_thread(core)
         # Never into the fd table: only a transport that lets go of the
         # slot itself may be named there.  What it named for fd is replaced.
         core._other_transports_dict()[fd] = transport
@@ -1055,6 +1127,7 @@ class _TransportMap(_MutableMapping):
 
     def __delitem__(self, fd):
         cdef LoopCore core = <LoopCore>self._core
+        check_loop_thread(core)
         if _forget_owner(core, fd):
             return
         if core._other_transports is None:
@@ -1089,11 +1162,14 @@ class _TransportMap(_MutableMapping):
 
 cdef bint _forget_owner(LoopCore core, object fd):
     """Clear fd's owner in core's fd table; whether it had one."""
+    cdef bint had = False
     if isinstance(fd, int) and 0 <= fd < fdt_size(&core._fd_table):
-        if fdt_owner(&core._fd_table, <int>fd) != NULL:
+        xt_lock(&core._owners_lock)
+        had = fdt_owner(&core._fd_table, <int>fd) != NULL
+        if had:
             fdt_set_owner(&core._fd_table, <int>fd, NULL)
-            return True
-    return False
+        xt_unlock(&core._owners_lock)
+    return had
 
 
 # ----------------------------------------------------------------------
@@ -1111,6 +1187,7 @@ def _after_fork_in_child():
         ring_after_fork(&loop._ready)
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
+        xt_init(&loop._owners_lock)   # as the rings' locks
         if not loop._closed:
             loop._forked = True
 

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """Pipe transports: connect_read_pipe, connect_write_pipe, subprocess pipes.
 
 asyncio's counterparts are _UnixReadPipeTransport and _UnixWritePipeTransport
@@ -41,7 +42,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec,
                         c_read, c_write, c_writev)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore, fd_watched
+from .loop cimport LoopCore, check_loop_thread, fd_watched
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer,
@@ -149,6 +150,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         return self._extra.get(name, default)
 
     def set_protocol(self, protocol):
+        check_loop_thread(self._core)
         self._protocol = protocol
 
     def get_protocol(self):
@@ -166,6 +168,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         return not self._paused and not self._closing
 
     def pause_reading(self):
+        check_loop_thread(self._core)
         if self._closing or self._paused:
             return
         self._paused = True
@@ -174,6 +177,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             _logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
+        check_loop_thread(self._core)
         if self._closing or not self._paused:
             return
         self._paused = False
@@ -222,6 +226,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
     # lifecycle.pxd (asyncio's read pipe has no abort())
 
     def close(self):
+        check_loop_thread(self._core)
         if not self._closing:
             self._close(None)
 
@@ -309,6 +314,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         return self._extra.get(name, default)
 
     def set_protocol(self, protocol):
+        check_loop_thread(self._core)
         self._protocol = protocol
 
     def get_protocol(self):
@@ -342,6 +348,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
     # WriteTransport
 
     def write(self, data):
+        check_loop_thread(self._core)
         cdef Py_ssize_t written
         if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
             # asyncio's check is an assert, with this message.
@@ -453,6 +460,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         return True
 
     def write_eof(self):
+        check_loop_thread(self._core)
         if self._closing:
             return
         if self._pipe is None:
@@ -470,6 +478,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         return (self._low_water, self._high_water)
 
     def set_write_buffer_limits(self, high=None, low=None):
+        check_loop_thread(self._core)
         self._high_water, self._low_water = water_marks(high, low)
         self._maybe_pause_protocol()
 
@@ -488,11 +497,13 @@ cdef class WritePipeTransport(WritePipeTransportBase):
     # lifecycle.pxd
 
     def close(self):
+        check_loop_thread(self._core)
         # What is queued is written first; then connection_lost(None).
         if self._pipe is not None and not self._closing:
             self.write_eof()
 
     def abort(self):
+        check_loop_thread(self._core)
         self._close(None)
 
     def _fatal_error(self, exc, message='Fatal error on pipe transport'):

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """loop._selector: asyncio's selector, as a read-only view of the fd table.
 
 asyncio's selector loop keeps its readers and writers in a `selectors`
@@ -29,7 +30,7 @@ import selectors as _selectors
 from collections.abc import Mapping as _Mapping
 
 from .includes cimport POLLER_READ, POLLER_WRITE, fdt_get, fdt_idle, fdt_size
-from .loop cimport LoopCore
+from .loop cimport LoopCore, check_loop_thread
 
 
 cdef object _SelectorKey = _selectors.SelectorKey
@@ -39,6 +40,7 @@ cdef int _EVENT_WRITE = _selectors.EVENT_WRITE
 
 cdef object _key(LoopCore core, int fd):
     """fd's SelectorKey, or None if it has neither a reader nor a writer."""
+    check_loop_thread(core)   # the handles are the loop's thread's to hold
     cdef void *reader = fdt_get(&core._fd_table, fd, POLLER_READ)
     cdef void *writer = fdt_get(&core._fd_table, fd, POLLER_WRITE)
     if reader == NULL and writer == NULL:
@@ -53,6 +55,7 @@ cdef object _key(LoopCore core, int fd):
 cdef list _registered_fds(LoopCore core):
     """The fds with a reader or a writer, in ascending order."""
     cdef int fd
+    check_loop_thread(core)
     # Every registered fd is below the table's size.
     return [fd for fd in range(fdt_size(&core._fd_table))
             if not fdt_idle(&core._fd_table, fd)]

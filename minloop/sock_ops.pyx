@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 # cython: binding=True
 """The loop's sock_* coroutines, compiled.
 
@@ -61,7 +62,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw, minloop_socket_head,
                         minloop_type_version)
 from .lifecycle cimport READ_SIZE, read_buffer
-from .loop cimport LoopCore
+from .loop cimport LoopCore, check_loop_thread
 from .oserrors cimport os_error, would_block
 
 
@@ -201,6 +202,9 @@ cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
         if data is not _AGAIN:
             _recv_large = PyBytes_GET_SIZE(data) > _COPY_MAX
         return data
+    # The one read into the loop's buffer made outside the loop's callbacks:
+    # a coroutine of another thread's loop may call it.
+    check_loop_thread(loop)
     buf = read_buffer(loop)
     got = _recv_into(fd, buf, n)
     if got < 0:

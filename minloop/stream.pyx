@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """The socket transport for TCP and Unix streams, and the accept loop.
 
 asyncio's counterparts are _SelectorSocketTransport and
@@ -40,7 +41,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX
                         iovec, msghdr, recv, send, sendmsg, fdt_owner)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore
+from .loop cimport LoopCore, check_loop_thread
 from .oserrors cimport os_error, would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
@@ -436,6 +437,7 @@ cdef class SocketTransport(StreamTransportBase):
         return self._closing
 
     def set_protocol(self, protocol):
+        check_loop_thread(self._core)
         if isinstance(protocol, _BufferedProtocol):
             self._read_mode = _READ_INTO_BUFFER
         elif is_stream_reader_protocol(protocol):
@@ -455,6 +457,7 @@ cdef class SocketTransport(StreamTransportBase):
         return not self._closing and not self._paused
 
     def pause_reading(self):
+        check_loop_thread(self._core)
         if self._closing or self._paused:
             return
         self._paused = True
@@ -463,6 +466,7 @@ cdef class SocketTransport(StreamTransportBase):
             _logger.debug("%r pauses reading", self)
 
     def resume_reading(self):
+        check_loop_thread(self._core)
         if self._closing or not self._paused:
             return
         self._paused = False
@@ -595,6 +599,7 @@ cdef class SocketTransport(StreamTransportBase):
     # WriteTransport
 
     def write(self, data):
+        check_loop_thread(self._core)
         cdef Py_ssize_t sent
         if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
             raise TypeError(f'data argument must be a bytes-like object, '
@@ -621,6 +626,7 @@ cdef class SocketTransport(StreamTransportBase):
         self._maybe_pause_protocol()
 
     def writelines(self, list_of_data):
+        check_loop_thread(self._core)
         # Before 3.12 asyncio's writelines() is WriteTransport's:
         # write(b''.join(list_of_data)).  From 3.12 the socket transport
         # queues memoryview(data) of each item and sends them at once.
@@ -773,6 +779,7 @@ cdef class SocketTransport(StreamTransportBase):
                 self._sock.shutdown(_SHUT_WR)
 
     def write_eof(self):
+        check_loop_thread(self._core)
         if self._closing or self._eof:
             return
         self._eof = True
@@ -789,6 +796,7 @@ cdef class SocketTransport(StreamTransportBase):
         return (self._low_water, self._high_water)
 
     def set_write_buffer_limits(self, high=None, low=None):
+        check_loop_thread(self._core)
         self._set_write_buffer_limits(high, low)
         self._maybe_pause_protocol()
 
@@ -824,6 +832,7 @@ cdef class SocketTransport(StreamTransportBase):
     # the helpers of lifecycle.pxd
 
     def close(self):
+        check_loop_thread(self._core)
         if not begin_closing(self._core, self._sock_fd, &self._closing):
             return
         if not self._buffer_size:
@@ -833,6 +842,7 @@ cdef class SocketTransport(StreamTransportBase):
                             self._call_connection_lost, None)
 
     def abort(self):
+        check_loop_thread(self._core)
         self._force_close(None)
 
     def _fatal_error(self, exc, message='Fatal error on transport'):

@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """asyncio's StreamReaderProtocol.data_received(), compiled for the transports.
 
 For every read, asyncio's streams run StreamReaderProtocol.data_received,

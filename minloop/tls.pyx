@@ -1,3 +1,4 @@
+# cython: freethreading_compatible=True
 """TLS over minloop's transports: asyncio's SSL protocol, compiled.
 
 asyncio (3.11+) does TLS as a protocol that sits between the socket
@@ -48,7 +49,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport PyObject, Py_XDECREF
 
 from .flow_control cimport water_marks
-from .includes cimport PyBytes_FromStringAndSize_raw
+from .includes cimport PyBytes_FromStringAndSize_raw, XT_GUARD_THREADS
+from .loop cimport LoopCore
 from .transport_bases cimport BufferedProtocolBase, TLSTransportBase
 
 
@@ -804,6 +806,14 @@ cdef class SSLProtocol(BufferedProtocolBase):
 # The application's transport
 
 
+cdef inline int _check_thread(object loop) except -1:
+    """The socket transport's guard (loop.check_loop_thread) for this layer's
+    own state: free-threaded builds only, nothing with the GIL."""
+    if XT_GUARD_THREADS and isinstance(loop, LoopCore):
+        (<LoopCore>loop)._check_thread_fast()
+    return 0
+
+
 @cython.final
 @cython.nonecheck(True)   # _ssl_protocol is None after a second close()
 cdef class SSLProtocolTransport(TLSTransportBase):
@@ -831,6 +841,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._get_extra_info(name, default)
 
     def set_protocol(self, protocol):
+        _check_thread(self._loop)
         self._ssl_protocol._set_app_protocol(protocol)
 
     def get_protocol(self):
@@ -842,6 +853,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._closed
 
     def close(self):
+        _check_thread(self._loop)
         if not self._closed:
             self._closed = True
             self._ssl_protocol._start_shutdown()
@@ -857,12 +869,15 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return not self._ssl_protocol._app_reading_paused
 
     def pause_reading(self):
+        _check_thread(self._loop)
         self._ssl_protocol._app_reading_paused = True
 
     def resume_reading(self):
+        _check_thread(self._loop)
         self._ssl_protocol._resume_reading()
 
     def set_write_buffer_limits(self, high=None, low=None):
+        _check_thread(self._loop)
         self._ssl_protocol._set_write_buffer_limits(high, low)
         self._ssl_protocol._control_app_writing()
 
@@ -874,6 +889,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._get_write_buffer_size()
 
     def set_read_buffer_limits(self, high=None, low=None):
+        _check_thread(self._loop)
         self._ssl_protocol._set_read_buffer_limits(high, low)
         self._ssl_protocol._control_ssl_reading()
 
@@ -890,6 +906,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._app_writing_paused
 
     def write(self, data):
+        _check_thread(self._loop)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data: expecting a bytes-like instance, "
                             f"got {type(data).__name__}")
@@ -898,6 +915,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         self._ssl_protocol._write_appdata((data,))
 
     def writelines(self, list_of_data):
+        _check_thread(self._loop)
         self._ssl_protocol._write_appdata(list_of_data)
 
     def write_eof(self):
@@ -907,6 +925,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return False
 
     def abort(self):
+        _check_thread(self._loop)
         self._force_close(None)
 
     def _force_close(self, exc):

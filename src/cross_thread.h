@@ -94,8 +94,12 @@ static inline void xt_store_ulong(unsigned long *p, unsigned long v) { XT_STORE(
  * thread-only structures (timer heap, fd table) then refuse foreign threads
  * even outside debug mode, since there a race corrupts C memory instead of
  * Python objects' state.  0 with the GIL (asyncio's rule: check only in
- * debug mode).  The pthread test build is not a Python build: 0. */
-#if defined(Py_GIL_DISABLED) && !defined(MINLOOP_XT_PTHREAD)
+ * debug mode).  The pthread test build is not a Python build: 0.
+ * MINLOOP_THREAD_GUARDS (setup.py's switch of the same name, tests only)
+ * compiles the guards into a GIL build, so that their paths run where no
+ * free-threaded Python is installed. */
+#if (defined(Py_GIL_DISABLED) || defined(MINLOOP_THREAD_GUARDS)) && \
+    !defined(MINLOOP_XT_PTHREAD)
 #define XT_GUARD_THREADS 1
 #else
 #define XT_GUARD_THREADS 0

@@ -68,7 +68,11 @@
  * still names the caller, since a newer owner may have taken the fd number
  * since.  Nothing else clears owners -- not fdt_drain (asyncio's
  * _transports outlives its loop's close()), not fork -- and the readers
- * and writers do not depend on them.
+ * and writers do not depend on them.  An owner may die in any thread (the
+ * collector finalizes in the thread that collects): the loop serialises
+ * fdt_disown with fdt_grow and the owner reads under a lock of its own
+ * (LoopCore._owners_lock; docs/threading.md, item 15), so that the table
+ * itself stays free of Python and of locks.
  *
  * The calls a poll's event and a sock_* wait make are inline here, so they
  * compile into the loop's own code; growing, fork and teardown are in

@@ -396,6 +396,10 @@ done:
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, exec_module},
+#ifdef Py_mod_gil
+    /* The free list, its only state, keeps nothing without the GIL. */
+    {Py_mod_gil, MINLOOP_MOD_GIL},
+#endif
     {0, NULL},
 };
 

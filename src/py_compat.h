@@ -79,4 +79,43 @@ compat_calls_class_function(PyObject *obj, PyObject *name, PyObject *func)
 #define MINLOOP_FEEDS_STREAM_READERS 1
 #endif
 
+/* A new reference to an object that another thread may be deallocating
+ * (the fd table's borrowed transport pointers: docs/threading.md, item 15):
+ * 1, or 0 if its count has already reached zero.  With the GIL no count
+ * reaches zero under us.  Without it, CPython's own primitive is public
+ * from 3.14.0a5 (gh-128844); the object must have been prepared for it.
+ * 3.13t lacks it: there the hand-written modules keep the GIL
+ * (MINLOOP_MOD_GIL), which CPython then turns back on for every module. */
+#if !defined(Py_GIL_DISABLED)
+#define MINLOOP_TRY_INCREF_SAFE 1
+static inline int minloop_try_incref(PyObject *op) { Py_INCREF(op); return 1; }
+static inline void minloop_enable_try_incref(PyObject *op) { (void)op; }
+#elif PY_VERSION_HEX >= 0x030E00A5
+#define MINLOOP_TRY_INCREF_SAFE 1
+static inline int minloop_try_incref(PyObject *op) { return PyUnstable_TryIncRef(op); }
+static inline void minloop_enable_try_incref(PyObject *op) { PyUnstable_EnableTryIncRef(op); }
+#else
+#define MINLOOP_TRY_INCREF_SAFE 0
+static inline int minloop_try_incref(PyObject *op)
+{
+    if (Py_REFCNT(op) <= 0)
+        return 0;
+    Py_INCREF(op);
+    return 1;
+}
+static inline void minloop_enable_try_incref(PyObject *op) { (void)op; }
+#endif
+
+/* The Py_mod_gil slot of the hand-written modules (3.13+; the Cython
+ * modules declare it with their freethreading_compatible directive).  Where
+ * a transport dying in another thread is not safe (3.13t, above) they say
+ * the GIL is needed, and importing minloop turns it back on. */
+#ifdef Py_mod_gil
+#if MINLOOP_TRY_INCREF_SAFE
+#define MINLOOP_MOD_GIL Py_MOD_GIL_NOT_USED
+#else
+#define MINLOOP_MOD_GIL Py_MOD_GIL_USED
+#endif
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */

@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include "transport_bases.h"
 #include "heap_types.h"
+#include "py_compat.h"
 
 #define MODULE_NAME "minloop._transport_bases"
 
@@ -252,6 +253,10 @@ exec_module(PyObject *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, exec_module},
+#ifdef Py_mod_gil
+    /* Types only, no state: safe without the GIL (docs/threading.md). */
+    {Py_mod_gil, MINLOOP_MOD_GIL},
+#endif
     {0, NULL},
 };
 
