@@ -26,6 +26,8 @@ import threading
 
 import pytest
 
+from thread_helpers import join_all, start_all
+
 WRONG_THREAD = ("Non-thread-safe operation invoked on an event loop other "
                 "than the current one")
 
@@ -41,17 +43,6 @@ def _guarded(loop_kind):
     return _build_flags()["thread_guards"]
 
 N_THREADS = 8
-
-
-def _start_all(threads):
-    for t in threads:
-        t.start()
-
-
-def _join_all(threads):
-    for t in threads:
-        t.join(10)
-    assert not any(t.is_alive() for t in threads)
 
 
 # ----------------------------------------------------------------------
@@ -82,8 +73,8 @@ def test_threads_cancel_their_own_threadsafe_handles(loop):
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(N_THREADS)]
 
     async def main():
-        _start_all(threads)
-        await loop.run_in_executor(None, _join_all, threads)
+        start_all(threads)
+        await loop.run_in_executor(None, join_all, threads)
         # Whatever the threads queued (a deferred cancel's second half
         # included) has run after two more iterations.
         await asyncio.sleep(0)
@@ -121,8 +112,8 @@ def test_threads_cancel_timers_of_a_running_loop(loop, loop_kind):
             timers.append(loop.call_at(due, cb, k))
         loop.call_at(due, done.set_result, None)
         threads = [threading.Thread(target=canceller, args=(i,)) for i in range(N_THREADS)]
-        _start_all(threads)
-        await loop.run_in_executor(None, _join_all, threads)
+        start_all(threads)
+        await loop.run_in_executor(None, join_all, threads)
         # Every cancel has returned, well before the timers are due.
         assert loop.time() < due
         cancelled = timers[1::2]
@@ -231,6 +222,16 @@ ENTRIES = ["call_later", "call_at", "add_reader", "add_writer", "remove_reader",
            "pipe.write"]
 
 
+def _attempt(call, outcome):
+    """Call it; note the RuntimeError's message, or None if it worked."""
+    try:
+        call()
+    except RuntimeError as exc:
+        outcome.append(str(exc))
+    else:
+        outcome.append(None)
+
+
 @pytest.mark.parametrize("debug", [False, True], ids=["normal", "debug"])
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_entry_from_a_foreign_thread_while_running(loop, loop_kind, entry, debug):
@@ -241,17 +242,9 @@ def test_entry_from_a_foreign_thread_while_running(loop, loop_kind, entry, debug
     resources = []
     outcome = []
 
-    def attempt(call):
-        try:
-            call()
-        except RuntimeError as exc:
-            outcome.append(str(exc))
-        else:
-            outcome.append(None)
-
     async def main():
         call = await _entry(loop, entry, resources)
-        await loop.run_in_executor(None, attempt, call)
+        await loop.run_in_executor(None, _attempt, call, outcome)
         await asyncio.sleep(0.01)
 
     try:
@@ -278,16 +271,8 @@ def test_entry_from_another_thread_while_stopped(loop, entry):
 
     call = loop.run_until_complete(_entry(loop, entry, resources))
 
-    def attempt():
-        try:
-            call()
-        except RuntimeError as exc:
-            outcome.append(str(exc))
-        else:
-            outcome.append(None)
-
     try:
-        t = threading.Thread(target=attempt)
+        t = threading.Thread(target=_attempt, args=(call, outcome))
         t.start()
         t.join()
         loop.run_until_complete(asyncio.sleep(0.01))

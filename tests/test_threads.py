@@ -12,6 +12,8 @@ import warnings
 
 import pytest
 
+from thread_helpers import join_all, start_all
+
 WRONG_THREAD = ("Non-thread-safe operation invoked on an event loop other "
                 "than the current one")
 
@@ -353,17 +355,6 @@ def test_is_running_seen_from_other_thread(loop):
 # on a free-threaded build (the GitHub workflow's 3.14t jobs) they are the
 # races docs/threading.md is about.  Each is bounded to a second or two.
 
-def _start_all(threads):
-    for t in threads:
-        t.start()
-
-
-def _join_all(threads):
-    for t in threads:
-        t.join(10)
-    assert not any(t.is_alive() for t in threads)
-
-
 def test_call_soon_threadsafe_many_threads_exactly_once_in_order(loop):
     """16 threads push into a running loop: each callback runs once, each thread's in FIFO order."""
     n_threads, per_thread = 16, 2000
@@ -385,7 +376,7 @@ def test_call_soon_threadsafe_many_threads_exactly_once_in_order(loop):
             loop.call_soon_threadsafe(cb, i, seq)
 
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
-    _start_all(threads)
+    start_all(threads)
 
     async def main():
         # The loop is running (and sleeping in its poller) when they start.
@@ -395,7 +386,7 @@ def test_call_soon_threadsafe_many_threads_exactly_once_in_order(loop):
     try:
         loop.run_until_complete(main())
     finally:
-        _join_all(threads)
+        join_all(threads)
     assert got == [list(range(per_thread))] * n_threads
     assert remaining == [0]
 
@@ -421,12 +412,12 @@ def test_stop_through_call_soon_threadsafe_while_threads_push(loop):
 
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
     threads.append(threading.Thread(target=stopper))
-    loop.call_soon(_start_all, threads)
+    loop.call_soon(start_all, threads)
     t0 = time.monotonic()
     loop.run_forever()     # returns once the stopper's stop() has run
     assert time.monotonic() - t0 < 10
     assert not loop.is_running()
-    _join_all(threads)
+    join_all(threads)
     # Whatever was queued behind stop() runs on the next run, once each.
     loop.run_until_complete(asyncio.sleep(0))
     while sum(counts) < n_threads * per_thread:
@@ -457,8 +448,8 @@ def test_run_coroutine_threadsafe_from_many_threads(loop):
     threads = [threading.Thread(target=client, args=(i,)) for i in range(n_threads)]
 
     async def main():
-        _start_all(threads)
-        await loop.run_in_executor(None, _join_all, threads)
+        start_all(threads)
+        await loop.run_in_executor(None, join_all, threads)
 
     loop.run_until_complete(asyncio.wait_for(main(), 20))
     assert errors == []
@@ -510,8 +501,8 @@ def test_signals_delivered_while_threads_hammer(loop):
     threads.append(threading.Thread(target=sender))
     try:
         async def main():
-            _start_all(threads)
-            await loop.run_in_executor(None, _join_all, threads)
+            start_all(threads)
+            await loop.run_in_executor(None, join_all, threads)
 
         loop.run_until_complete(asyncio.wait_for(main(), 20))
     finally:
@@ -582,7 +573,7 @@ def _close_racing_producers(lp, n_threads, run_first):
             accepted[i] += 1
 
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
-    _start_all(threads)
+    start_all(threads)
     start.wait()
     if run_first:
         # Let the loop consume (and sleep, and be woken) for a while.
@@ -590,7 +581,7 @@ def _close_racing_producers(lp, n_threads, run_first):
     # Callbacks pile up for close() to drop.
     time.sleep(0.003)
     lp.close()            # the producers are still pushing
-    _join_all(threads)
+    join_all(threads)
     return sum(accepted), sum(refused), ran[0], errors
 
 
@@ -660,8 +651,8 @@ def test_no_wakeup_lost_against_a_long_poll(loop):
     threads = [threading.Thread(target=producer, args=(i,)) for i in range(n_threads)]
 
     async def main():
-        _start_all(threads)
-        await loop.run_in_executor(None, _join_all, threads)
+        start_all(threads)
+        await loop.run_in_executor(None, join_all, threads)
 
     try:
         loop.run_until_complete(asyncio.wait_for(main(), 60))
@@ -725,7 +716,7 @@ def test_forked_child_wakes_its_loop_from_its_own_thread(loop):
             time.sleep(0)
 
     threads = [threading.Thread(target=producer) for _ in range(4)]
-    _start_all(threads)
+    start_all(threads)
     try:
         time.sleep(0.01)
         with warnings.catch_warnings():
@@ -757,6 +748,6 @@ def test_forked_child_wakes_its_loop_from_its_own_thread(loop):
                 os._exit(code)
     finally:
         stop_pushing.set()
-        _join_all(threads)
+        join_all(threads)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
