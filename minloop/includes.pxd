@@ -156,7 +156,6 @@ cdef extern from "socket_object.h":
     ctypedef struct minloop_socket_head:
         int sock_fd
         long long sock_timeout
-    unsigned int minloop_type_version(object t)
 
 
 # contextvars.Context's variables, read directly where this build knows its
@@ -167,8 +166,10 @@ cdef extern from "context_layout.h":
 
 
 # asyncio's StreamReader fed without its Python code (stream_reader.pyx):
-# whether this build may, and the method lookup it relies on.
+# whether this build may, and the method lookup it relies on; a class's
+# version tag (0: none), which says it has not changed since.
 cdef extern from "py_compat.h":
+    unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
     int compat_calls_class_function(object obj, object name, object func) except -1
 

@@ -41,7 +41,7 @@ from libc.string cimport memcpy
 
 from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, compat_calls_class_function,
                         _PyType_Lookup, getattro_type, generic_getattr,
-                        minloop_type_version)
+                        compat_type_version)
 
 
 cdef type _StreamReaderProtocol = _aio_streams.StreamReaderProtocol
@@ -64,7 +64,7 @@ cdef class _ClassState:
         self.version = 0
 
     cdef bint unchanged(self) except -1:
-        cdef unsigned int version = minloop_type_version(self.cls)
+        cdef unsigned int version = compat_type_version(self.cls)
         if version != 0 and version == self.version:
             return True
         # Read before the lookups (which may give the class its tag): 0, or

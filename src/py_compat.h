@@ -41,6 +41,24 @@
 #define MINLOOP_PREHEADER_FLAGS 0
 #endif
 
+/* A type's version tag, or 0 for none: CPython gives a type a new one
+ * (never reused) whenever it or a base is modified, and a remembered tag
+ * that still matches says the class is as it was (sock_ops.pyx,
+ * stream_reader.pyx).  Up to 3.12 a tag counts only while the type has
+ * Py_TPFLAGS_VALID_VERSION_TAG; 3.13 no longer sets that flag and keeps
+ * the tag 0 whenever it is not valid (gh-119462), so there the tag alone
+ * says it. */
+static inline unsigned int
+compat_type_version(PyObject *t)
+{
+    PyTypeObject *tp = (PyTypeObject *)t;
+#if PY_VERSION_HEX < 0x030D0000
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 0;
+#endif
+    return tp->tp_version_tag;
+}
+
 /* Whether `obj.name(...)` calls func(obj, ...): func is what obj's class
  * has under name (the caller has checked the class), not shadowed by an
  * attribute of obj itself.  1 or 0; -1 with an exception set.
