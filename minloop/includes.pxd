@@ -166,11 +166,13 @@ cdef extern from "context_layout.h":
 
 
 # asyncio's StreamReader fed without its Python code (stream_reader.pyx):
-# whether this build may, and the method lookup it relies on; a class's
+# whether this build may, how it reads instance attributes, and the method
+# lookup it relies on where it reads them by attribute access; a class's
 # version tag (0: none), which says it has not changed since.
 cdef extern from "py_compat.h":
     unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
+    bint MINLOOP_READS_INSTANCE_DICT
     int compat_calls_class_function(object obj, object name, object func) except -1
 
 
@@ -270,6 +272,11 @@ cdef extern from "Python.h":
     ctypedef struct getattro_type "PyTypeObject":
         getattrofunc tp_getattro
     PyObject *generic_getattr "PyObject_GenericGetAttr"(PyObject *, PyObject *)
+    # ... and the assignment one.
+    ctypedef int (*setattrofunc)(PyObject *, PyObject *, PyObject *)
+    ctypedef struct setattro_type "PyTypeObject":
+        setattrofunc tp_setattro
+    int generic_setattr "PyObject_GenericSetAttr"(PyObject *, PyObject *, PyObject *)
 
     # CPython's thread state (cpython/pystate.h): the current context.
     ctypedef struct PyThreadState:

@@ -36,11 +36,14 @@ from asyncio import streams as _aio_streams
 
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject, PyTypeObject, PyObject_GenericGetDict, PyObject_SetAttr
 from libc.string cimport memcpy
 
-from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, compat_calls_class_function,
-                        _PyType_Lookup, getattro_type, generic_getattr,
+from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, MINLOOP_READS_INSTANCE_DICT,
+                        compat_calls_class_function, _PyType_Lookup, getattro_type,
+                        generic_getattr, setattro_type, generic_setattr,
                         compat_type_version)
 
 
@@ -69,8 +72,9 @@ cdef class _ClassState:
             return True
         # Read before the lookups (which may give the class its tag): 0, or
         # the tag these lookups see.
-        if (<getattro_type *>self.cls).tp_getattro != generic_getattr:
-            return False    # a __getattribute__ or __getattr__ of its own
+        if ((<getattro_type *>self.cls).tp_getattro != generic_getattr
+                or (<setattro_type *>self.cls).tp_setattro != generic_setattr):
+            return False    # a __getattribute__, __getattr__ or __setattr__ of its own
         for name, want in zip(self.names, self.expected):
             if _lookup(self.cls, name) is not want:
                 return False
@@ -113,13 +117,62 @@ cdef bint is_stream_reader_protocol(object protocol) noexcept:
     return _enabled and type(protocol) is _StreamReaderProtocol
 
 
+cdef object _MISSING = object()
+
+# The instance attributes are read where this build reads them cheaply
+# without changing the instance (py_compat.h, MINLOOP_READS_INSTANCE_DICT):
+# in obj.__dict__, or by attribute access.  For the names read here (which
+# the classes have nothing under, as _ClassState checks, or only a
+# function) the two are the same lookup.
+
+cdef inline object _attributes(obj):
+    """Where _own() and _shadows() look: obj.__dict__, or obj."""
+    return PyObject_GenericGetDict(obj, NULL) if MINLOOP_READS_INSTANCE_DICT else obj
+
+
+cdef inline object _own(attrs, name):
+    """obj.name for a name obj's class has nothing under, or _MISSING."""
+    cdef PyObject *found
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return getattr(attrs, name, _MISSING)
+    found = PyDict_GetItemWithError(attrs, name)
+    return <object>found if found != NULL else _MISSING
+
+
+cdef inline bint _shadows(obj, attrs, name, func) except -1:
+    """Whether obj has an attribute of its own over its class's func."""
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return not compat_calls_class_function(obj, name, func)
+    return PyDict_GetItemWithError(attrs, name) != NULL
+
+
+cdef inline int _set_own(attrs, name, value) except -1:
+    """obj.name = value, for a class with the generic __setattr__."""
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return PyObject_SetAttr(attrs, name, value)
+    return PyDict_SetItem(attrs, name, value)
+
+
+cdef bint _over_limit(Py_ssize_t size, limit) except -1:
+    # len(buffer) > 2 * limit, in C for the int asyncio keeps there.
+    cdef int overflow = 0
+    cdef long long value = 0
+    if type(limit) is int:
+        value = PyLong_AsLongLongAndOverflow(limit, &overflow)
+        if not overflow and -(1LL << 60) < value < (1LL << 60):
+            return size > 2 * value
+    return size > 2 * limit
+
+
 cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) except -1:
     cdef Py_ssize_t size
-    if (type(protocol) is not _StreamReaderProtocol or not _protocol_class.unchanged()
-            or not compat_calls_class_function(protocol, 'data_received', _data_received)):
+    if type(protocol) is not _StreamReaderProtocol or not _protocol_class.unchanged():
+        return 0
+    attrs = _attributes(protocol)
+    if _shadows(protocol, attrs, 'data_received', _data_received):
         return 0
     # data_received(data): reader = self._stream_reader
-    ref = protocol._stream_reader_wr
+    ref = _own(attrs, '_stream_reader_wr')
     if ref is None:
         return 1
     if type(ref) is not _weakref:   # calling it runs no Python code
@@ -128,13 +181,15 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
     if reader is None:
         return 1
     # reader.feed_data(data)
-    if (type(reader) is not _StreamReader or not _reader_class.unchanged()
-            or not compat_calls_class_function(reader, 'feed_data', _feed_data)
-            or not compat_calls_class_function(reader, '_wakeup_waiter', _wakeup_waiter)):
+    if type(reader) is not _StreamReader or not _reader_class.unchanged():
         return 0
-    if reader._eof is not False:
+    attrs = _attributes(reader)
+    if (_shadows(reader, attrs, 'feed_data', _feed_data)
+            or _shadows(reader, attrs, '_wakeup_waiter', _wakeup_waiter)):
         return 0
-    buffer = reader._buffer
+    if _own(attrs, '_eof') is not False:
+        return 0
+    buffer = _own(attrs, '_buffer')
     if type(buffer) is not bytearray:
         return 0
     # self._buffer.extend(data): the resize bytearray.extend() makes, then
@@ -143,19 +198,35 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
     PyByteArray_Resize(buffer, size + n)
     memcpy(PyByteArray_AS_STRING(buffer) + size, buf, <size_t>n)
     # self._wakeup_waiter()
-    waiter = reader._waiter
+    waiter = _own(attrs, '_waiter')
+    if waiter is _MISSING:
+        waiter = reader._waiter     # AttributeError, as there
     if waiter is not None:
-        reader._waiter = None
+        _set_own(attrs, '_waiter', None)
         if not waiter.cancelled():
             waiter.set_result(None)
-    # The rest of feed_data(), as written there.
-    if (reader._transport is not None and
-            not reader._paused and
-            len(reader._buffer) > 2 * reader._limit):
-        try:
-            reader._transport.pause_reading()
-        except NotImplementedError:
-            reader._transport = None
-        else:
-            reader._paused = True
+        # Python code may have run (a __dict__ replaced): look again.
+        attrs = _attributes(reader)
+    # The rest of feed_data(), from the instance's attributes where nothing
+    # in it can run Python code, else as written there.
+    transport = _own(attrs, '_transport')
+    if transport is None:
+        return 1
+    paused = _own(attrs, '_paused')
+    buffer = _own(attrs, '_buffer')
+    limit = _own(attrs, '_limit')
+    if (transport is not _MISSING and paused is False and type(buffer) is bytearray
+            and limit is not _MISSING):
+        if not _over_limit(PyByteArray_GET_SIZE(buffer), limit):
+            return 1
+    elif not (reader._transport is not None and
+              not reader._paused and
+              len(reader._buffer) > 2 * reader._limit):
+        return 1
+    try:
+        reader._transport.pause_reading()
+    except NotImplementedError:
+        reader._transport = None
+    else:
+        reader._paused = True
     return 1
