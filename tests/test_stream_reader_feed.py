@@ -398,4 +398,5 @@ def test_class_setattr_sees_the_waiter_cleared(loop, monkeypatch):
         return await reading
 
     assert run(loop, go) == b"data"
-    assert ("_waiter", None) in seen
+    # Once in _wakeup_waiter(), once as the read's _wait_for_data() ends.
+    assert seen == [("_waiter", None), ("_waiter", None)]
