@@ -163,7 +163,6 @@ cdef extern from "socket_object.h":
     ctypedef struct minloop_socket_head:
         int sock_fd
         long long sock_timeout
-    unsigned int minloop_type_version(object t)
 
 
 # References to objects another thread may be deallocating (the fd table's
@@ -181,9 +180,13 @@ cdef extern from "context_layout.h":
 
 
 # asyncio's StreamReader fed without its Python code (stream_reader.pyx):
-# whether this build may, and the method lookup it relies on.
+# whether this build may, how it reads instance attributes, and the method
+# lookup it relies on where it reads them by attribute access; a class's
+# version tag (0: none), which says it has not changed since.
 cdef extern from "py_compat.h":
+    unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
+    bint MINLOOP_READS_INSTANCE_DICT
     int compat_calls_class_function(object obj, object name, object func) except -1
 
 
@@ -283,6 +286,11 @@ cdef extern from "Python.h":
     ctypedef struct getattro_type "PyTypeObject":
         getattrofunc tp_getattro
     PyObject *generic_getattr "PyObject_GenericGetAttr"(PyObject *, PyObject *)
+    # ... and the assignment one.
+    ctypedef int (*setattrofunc)(PyObject *, PyObject *, PyObject *)
+    ctypedef struct setattro_type "PyTypeObject":
+        setattrofunc tp_setattro
+    int generic_setattr "PyObject_GenericSetAttr"(PyObject *, PyObject *, PyObject *)
 
     # CPython's thread state (cpython/pystate.h): the current context.
     ctypedef struct PyThreadState:

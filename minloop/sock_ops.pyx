@@ -60,7 +60,7 @@ from posix.unistd cimport lseek, SEEK_SET
 from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         PyBytes_FromStringAndSize_raw, minloop_socket_head,
-                        minloop_type_version)
+                        compat_type_version)
 from .lifecycle cimport READ_SIZE, read_buffer
 from .loop cimport LoopCore, check_loop_thread
 from .oserrors cimport os_error, would_block
@@ -303,7 +303,7 @@ cdef bint _core_transport_check(LoopCore loop) except -1:
     """type(loop) checks fds for transports with the core's method."""
     global _core_check_version
     t = type(loop)
-    cdef unsigned int version = minloop_type_version(t)
+    cdef unsigned int version = compat_type_version(t)
     if version != 0 and version == _core_check_version:
         return True
     if getattr(t, '_ensure_fd_no_transport', None) is not _core_ensure_fd_no_transport:

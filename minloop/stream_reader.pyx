@@ -14,14 +14,17 @@ not a bytearray, a `_stream_reader_wr` that is not a weak reference.
 
 What it checks, and what it assumes:
 * each class has, under every name the path reads, what it had at import,
-  and had asyncio.streams' own functions there; looked at again whenever
-  the class's version tag changes (any assignment to it or its bases);
+  had asyncio.streams' own functions there, and the generic attribute
+  lookup and assignment; looked at again whenever the class's version tag
+  changes (any assignment to it or its bases);
 * each call, that the protocol's data_received and the reader's feed_data
   and _wakeup_waiter are not attributes of the instance itself (a mock);
 * the instance attributes (`_stream_reader_wr`, `_eof`, `_buffer`,
-  `_waiter`, `_transport`, `_paused`, `_limit`) are read and set by normal
-  attribute access, as asyncio's code does: from 3.11 an instance keeps them
-  in inline values, and reading its __dict__ would make one per reader.
+  `_waiter`, `_transport`, `_paused`, `_limit`) are read and set where
+  the instance keeps them: in its __dict__ on 3.10 and from 3.13, by
+  attribute access on 3.11 and 3.12, where making that __dict__ would slow
+  asyncio's own code on the instance (py_compat.h says why).  For names
+  the class has nothing under, or only a function, both are one lookup.
 Until the bytes are in the reader's buffer nothing here runs Python code (so
 the loop's read buffer cannot be reused meanwhile), and falling back to
 data_received() repeats only lookups that have no effects.
@@ -29,7 +32,9 @@ data_received() repeats only lookups that have no effects.
 What differs from asyncio: no Python frames, so sys.setprofile()/settrace()
 do not see the four calls and a traceback out of them shows this module;
 the bytes go from the loop's read buffer into the reader's bytearray
-without a bytes object in between.
+without a bytes object in between; from 3.13 the reader and its protocol
+each get their __dict__ made on the first read (a dict object sharing the
+values the instance keeps inline; vars(obj) would make the same).
 """
 
 import weakref
@@ -37,12 +42,15 @@ from asyncio import streams as _aio_streams
 
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject, PyTypeObject, PyObject_GenericGetDict, PyObject_SetAttr
 from libc.string cimport memcpy
 
-from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, compat_calls_class_function,
-                        _PyType_Lookup, getattro_type, generic_getattr,
-                        minloop_type_version)
+from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, MINLOOP_READS_INSTANCE_DICT,
+                        compat_calls_class_function, _PyType_Lookup, getattro_type,
+                        generic_getattr, setattro_type, generic_setattr,
+                        compat_type_version)
 
 
 cdef type _StreamReaderProtocol = _aio_streams.StreamReaderProtocol
@@ -65,13 +73,14 @@ cdef class _ClassState:
         self.version = 0
 
     cdef bint unchanged(self) except -1:
-        cdef unsigned int version = minloop_type_version(self.cls)
+        cdef unsigned int version = compat_type_version(self.cls)
         if version != 0 and version == self.version:
             return True
         # Read before the lookups (which may give the class its tag): 0, or
         # the tag these lookups see.
-        if (<getattro_type *>self.cls).tp_getattro != generic_getattr:
-            return False    # a __getattribute__ or __getattr__ of its own
+        if ((<getattro_type *>self.cls).tp_getattro != generic_getattr
+                or (<setattro_type *>self.cls).tp_setattro != generic_setattr):
+            return False    # a __getattribute__, __getattr__ or __setattr__ of its own
         for name, want in zip(self.names, self.expected):
             if _lookup(self.cls, name) is not want:
                 return False
@@ -114,13 +123,62 @@ cdef bint is_stream_reader_protocol(object protocol) noexcept:
     return _enabled and type(protocol) is _StreamReaderProtocol
 
 
+cdef object _MISSING = object()
+
+# The instance attributes are read where this build reads them cheaply
+# without changing the instance (py_compat.h, MINLOOP_READS_INSTANCE_DICT):
+# in obj.__dict__, or by attribute access.  For the names read here (which
+# the classes have nothing under, as _ClassState checks, or only a
+# function) the two are the same lookup.
+
+cdef inline object _attributes(obj):
+    """Where _own() and _shadows() look: obj.__dict__, or obj."""
+    return PyObject_GenericGetDict(obj, NULL) if MINLOOP_READS_INSTANCE_DICT else obj
+
+
+cdef inline object _own(attrs, name):
+    """obj.name for a name obj's class has nothing under, or _MISSING."""
+    cdef PyObject *found
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return getattr(attrs, name, _MISSING)
+    found = PyDict_GetItemWithError(attrs, name)
+    return <object>found if found != NULL else _MISSING
+
+
+cdef inline bint _shadows(obj, attrs, name, func) except -1:
+    """Whether obj has an attribute of its own over its class's func."""
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return not compat_calls_class_function(obj, name, func)
+    return PyDict_GetItemWithError(attrs, name) != NULL
+
+
+cdef inline int _set_own(attrs, name, value) except -1:
+    """obj.name = value, for a class with the generic __setattr__."""
+    if not MINLOOP_READS_INSTANCE_DICT:
+        return PyObject_SetAttr(attrs, name, value)
+    return PyDict_SetItem(attrs, name, value)
+
+
+cdef bint _over_limit(Py_ssize_t size, limit) except -1:
+    # len(buffer) > 2 * limit, in C for the int asyncio keeps there.
+    cdef int overflow = 0
+    cdef long long value = 0
+    if type(limit) is int:
+        value = PyLong_AsLongLongAndOverflow(limit, &overflow)
+        if not overflow and -(1LL << 60) < value < (1LL << 60):
+            return size > 2 * value
+    return size > 2 * limit
+
+
 cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) except -1:
     cdef Py_ssize_t size
-    if (type(protocol) is not _StreamReaderProtocol or not _protocol_class.unchanged()
-            or not compat_calls_class_function(protocol, 'data_received', _data_received)):
+    if type(protocol) is not _StreamReaderProtocol or not _protocol_class.unchanged():
+        return 0
+    attrs = _attributes(protocol)
+    if _shadows(protocol, attrs, 'data_received', _data_received):
         return 0
     # data_received(data): reader = self._stream_reader
-    ref = protocol._stream_reader_wr
+    ref = _own(attrs, '_stream_reader_wr')
     if ref is None:
         return 1
     if type(ref) is not _weakref:   # calling it runs no Python code
@@ -129,13 +187,15 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
     if reader is None:
         return 1
     # reader.feed_data(data)
-    if (type(reader) is not _StreamReader or not _reader_class.unchanged()
-            or not compat_calls_class_function(reader, 'feed_data', _feed_data)
-            or not compat_calls_class_function(reader, '_wakeup_waiter', _wakeup_waiter)):
+    if type(reader) is not _StreamReader or not _reader_class.unchanged():
         return 0
-    if reader._eof is not False:
+    attrs = _attributes(reader)
+    if (_shadows(reader, attrs, 'feed_data', _feed_data)
+            or _shadows(reader, attrs, '_wakeup_waiter', _wakeup_waiter)):
         return 0
-    buffer = reader._buffer
+    if _own(attrs, '_eof') is not False:
+        return 0
+    buffer = _own(attrs, '_buffer')
     if type(buffer) is not bytearray:
         return 0
     # self._buffer.extend(data): the resize bytearray.extend() makes, then
@@ -144,19 +204,35 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
     PyByteArray_Resize(buffer, size + n)
     memcpy(PyByteArray_AS_STRING(buffer) + size, buf, <size_t>n)
     # self._wakeup_waiter()
-    waiter = reader._waiter
+    waiter = _own(attrs, '_waiter')
+    if waiter is _MISSING:
+        waiter = reader._waiter     # AttributeError, as there
     if waiter is not None:
-        reader._waiter = None
+        _set_own(attrs, '_waiter', None)
         if not waiter.cancelled():
             waiter.set_result(None)
-    # The rest of feed_data(), as written there.
-    if (reader._transport is not None and
-            not reader._paused and
-            len(reader._buffer) > 2 * reader._limit):
-        try:
-            reader._transport.pause_reading()
-        except NotImplementedError:
-            reader._transport = None
-        else:
-            reader._paused = True
+        # Python code may have run (a __dict__ replaced): look again.
+        attrs = _attributes(reader)
+    # The rest of feed_data(), from the instance's attributes where nothing
+    # in it can run Python code, else as written there.
+    transport = _own(attrs, '_transport')
+    if transport is None:
+        return 1
+    paused = _own(attrs, '_paused')
+    buffer = _own(attrs, '_buffer')
+    limit = _own(attrs, '_limit')
+    if (transport is not _MISSING and paused is False and type(buffer) is bytearray
+            and limit is not _MISSING):
+        if not _over_limit(PyByteArray_GET_SIZE(buffer), limit):
+            return 1
+    elif not (reader._transport is not None and
+              not reader._paused and
+              len(reader._buffer) > 2 * reader._limit):
+        return 1
+    try:
+        reader._transport.pause_reading()
+    except NotImplementedError:
+        reader._transport = None
+    else:
+        reader._paused = True
     return 1

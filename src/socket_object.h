@@ -44,18 +44,4 @@ typedef struct {
     int64_t sock_timeout;
 } minloop_socket_head;
 
-/* A type's version tag: CPython gives a type a new one (never reused)
- * whenever it or a base is modified, and 0 means "none yet" (sock_ops.pyx
- * remembers by it that a loop class keeps the core's transport check). */
-static inline unsigned int
-minloop_type_version(PyObject *t)
-{
-    PyTypeObject *tp = (PyTypeObject *)t;
-#ifdef Py_TPFLAGS_VALID_VERSION_TAG
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
-        return 0;
-#endif
-    return tp->tp_version_tag;
-}
-
 #endif

@@ -9,7 +9,9 @@ the fast path did less than asyncio's code.
 """
 
 import asyncio
+import gc
 import socket
+import weakref
 
 import pytest
 
@@ -297,3 +299,104 @@ def test_reader_gone(loop):
         return bytes(reader._buffer), writer.transport.is_closing()
 
     assert run(loop, go) == (b"", False)
+
+
+def test_reader_collected(loop):
+    # The weak reference died: the data goes nowhere, as in data_received().
+    async def go(reader, writer, peer):
+        other = asyncio.StreamReader(loop=loop)
+        writer._protocol._stream_reader_wr = weakref.ref(other)
+        del other
+        gc.collect()
+        await send(loop, peer, b"nobody")
+        return bytes(reader._buffer), writer.transport.is_closing()
+
+    assert run(loop, go) == (b"", False)
+
+
+def test_reader_swapped(loop):
+    async def go(reader, writer, peer):
+        await send(loop, peer, b"first")
+        other = asyncio.StreamReader(loop=loop)
+        writer._protocol._stream_reader_wr = weakref.ref(other)
+        await send(loop, peer, b"second")
+        return bytes(reader._buffer), bytes(other._buffer)
+
+    assert run(loop, go) == (b"first", b"second")
+
+
+def test_instance_dict_replaced(loop):
+    # A __dict__ assigned after the connection started is the one read.
+    async def go(reader, writer, peer):
+        await send(loop, peer, b"one")
+        old = reader.__dict__
+        reader.__dict__ = dict(old, _buffer=bytearray())
+        reading = loop.create_task(reader.read(100))
+        await asyncio.sleep(0.01)
+        await send(loop, peer, b"two")
+        return bytes(old["_buffer"]), await reading
+
+    assert run(loop, go) == (b"one", b"two")
+
+
+def test_missing_attribute_fails_as_feed_data_does(loop):
+    # feed_data() extends the buffer and wakes the waiter before it reads
+    # _limit: the read gets its data, then the transport closes.
+    contexts = []
+    loop.set_exception_handler(lambda lp, ctx: contexts.append(ctx))
+
+    async def go(reader, writer, peer):
+        del reader._limit
+        reading = loop.create_task(reader.read(100))
+        await asyncio.sleep(0.01)
+        await send(loop, peer, b"data")
+        return await reading, writer.transport.is_closing()
+
+    assert run(loop, go) == (b"data", True)
+    assert [type(c["exception"]) for c in contexts] == [AttributeError]
+    assert "_limit" in str(contexts[0]["exception"])
+
+
+@pytest.mark.parametrize("limit,pauses", [
+    (2 ** 70, False), (-(2 ** 70), True), (10.5, True), (21, False), (20, True)])
+def test_limit_of_any_number(loop, limit, pauses):
+    # 2 * limit compared with the 42 bytes buffered, as feed_data() does.
+    async def go(reader, writer, peer):
+        reader._limit = limit
+        await send(loop, peer, b"x" * 42)
+        return reader._paused, writer.transport.is_reading()
+
+    assert run(loop, go) == (pauses, not pauses)
+
+
+def test_paused_not_a_bool(loop):
+    async def go(reader, writer, peer):
+        reader._limit = 1
+        reader._paused = 0      # falsy: feed_data() pauses and sets True
+        await send(loop, peer, b"xyz")
+        return reader._paused, writer.transport.is_reading()
+
+    assert run(loop, go) == (True, False)
+
+
+def test_class_setattr_sees_the_waiter_cleared(loop, monkeypatch):
+    # A class that takes over attribute assignment: _wakeup_waiter()'s
+    # `self._waiter = None` goes through it.
+    seen = []
+
+    def __setattr__(self, name, value):
+        seen.append((name, value))
+        object.__setattr__(self, name, value)
+
+    async def go(reader, writer, peer):
+        reading = loop.create_task(reader.read(100))
+        await asyncio.sleep(0.01)
+        monkeypatch.setattr(asyncio.StreamReader, "__setattr__", __setattr__,
+                            raising=False)
+        await send(loop, peer, b"data")
+        monkeypatch.undo()
+        return await reading
+
+    assert run(loop, go) == b"data"
+    # Once in _wakeup_waiter(), once as the read's _wait_for_data() ends.
+    assert seen == [("_waiter", None), ("_waiter", None)]
