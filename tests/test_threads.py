@@ -479,13 +479,18 @@ def test_signals_delivered_while_threads_hammer(loop):
         # hundred one-byte writes; once it is full, the signal's byte is
         # dropped too (a lost signal, "BlockingIOError" reported).  8
         # threads x 21 calls outstanding at most stays below that.
+        # A burst is waited for however long the loop takes (a busy
+        # machine): pushing on after a timeout would unbound the bytes
+        # outstanding and drop asyncio's signal byte (seen in CI).
         ran = threading.Event()
         while not stop_pushing.is_set():
             ran.clear()
             for _ in range(20):
                 loop.call_soon_threadsafe(bump)
             loop.call_soon_threadsafe(ran.set)
-            ran.wait(5)
+            while not ran.wait(0.5):
+                if stop_pushing.is_set():
+                    return
 
     def sender():
         # One signal at a time: two pending at once would merge into one.
