@@ -165,13 +165,6 @@ cdef extern from "socket_object.h":
         long long sock_timeout
 
 
-# References to objects another thread may be deallocating (the fd table's
-# owners): src/py_compat.h.
-cdef extern from "py_compat.h":
-    int minloop_try_incref(PyObject *op)
-    void minloop_enable_try_incref(PyObject *op)
-
-
 # contextvars.Context's variables, read directly where this build knows its
 # layout (handles.pyx confirms it at import time).
 cdef extern from "context_layout.h":
@@ -179,15 +172,20 @@ cdef extern from "context_layout.h":
     PyObject *minloop_context_vars(PyObject *ctx)
 
 
+# What differs by Python version or build (src/py_compat.h), one block:
+# a class's version tag (0: none), which says it has not changed since;
 # asyncio's StreamReader fed without its Python code (stream_reader.pyx):
 # whether this build may, how it reads instance attributes, and the method
-# lookup it relies on where it reads them by attribute access; a class's
-# version tag (0: none), which says it has not changed since.
+# lookup it relies on where it reads them by attribute access.
 cdef extern from "py_compat.h":
     unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
     bint MINLOOP_READS_INSTANCE_DICT
     int compat_calls_class_function(object obj, object name, object func) except -1
+    # References to objects another thread may be deallocating (the fd
+    # table's owners).
+    int minloop_try_incref(PyObject *op)
+    void minloop_enable_try_incref(PyObject *op)
 
 
 # --- The system's and CPython's own calls the .pyx files make directly ---

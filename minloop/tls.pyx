@@ -50,7 +50,7 @@ from cpython.ref cimport PyObject, Py_XDECREF
 
 from .flow_control cimport water_marks
 from .includes cimport PyBytes_FromStringAndSize_raw, XT_GUARD_THREADS
-from .loop cimport LoopCore
+from .loop cimport LoopCore, check_loop_thread
 from .transport_bases cimport BufferedProtocolBase, TLSTransportBase
 
 
@@ -807,10 +807,11 @@ cdef class SSLProtocol(BufferedProtocolBase):
 
 
 cdef inline int _check_thread(object loop) except -1:
-    """The socket transport's guard (loop.check_loop_thread) for this layer's
-    own state: free-threaded builds only, nothing with the GIL."""
+    """loop.check_loop_thread() for this layer's own state, whose loop is
+    any object (only minloop's loops are checked).  XT_GUARD_THREADS first,
+    so that a GIL build makes no isinstance() call either."""
     if XT_GUARD_THREADS and isinstance(loop, LoopCore):
-        (<LoopCore>loop)._check_thread_fast()
+        check_loop_thread(<LoopCore>loop)
     return 0
 
 
