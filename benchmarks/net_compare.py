@@ -38,7 +38,7 @@ NET = os.path.join(HERE, "net")
 sys.path.append(os.path.dirname(HERE))
 
 from minloop.bench import loops, procs, report, suite  # noqa: E402
-from minloop.bench.client import cpus_busy, proc_cpu  # noqa: E402
+from minloop.bench.client import cpus_busy, proc_cpu, proc_user_cpu  # noqa: E402
 
 C_SOURCES = {"client": "echo_client.c", "server": "c_echo_server.c"}
 BASELINE = "c-server"  # the C server's column
@@ -192,6 +192,7 @@ def _echo(row: suite.Row, server: Server, tools: Tools, duration: float,
         problems.append(f"{answer['udp_lost']} datagrams lost")
     return {"seconds": answer["seconds"], "round_trips": answer["round_trips"],
             "bytes": answer["bytes"], "server_cpu": answer["server_cpu"],
+            "server_user_cpu": answer["server_user_cpu"],
             "client_cpu": answer["client_cpu"], "problems": problems}
 
 
@@ -233,6 +234,7 @@ def _http(row: suite.Row, server: Server, tools: Tools, duration: float,
                           f"http://{host}:{port}/"]
     children_before = _children_cpu()
     cpu_before = proc_cpu(server.pid)
+    user_before = proc_user_cpu(server.pid)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         text, _ = proc.communicate(timeout=seconds + 30)
@@ -241,6 +243,7 @@ def _http(row: suite.Row, server: Server, tools: Tools, duration: float,
         proc.communicate()
         raise Failed("wrk timed out") from None
     cpu_after = proc_cpu(server.pid)
+    user_after = proc_user_cpu(server.pid)
     # Reaping wrk (taskset execs it: one process) added exactly its usage to
     # this process's RUSAGE_CHILDREN; nothing else was reaped meanwhile.
     wrk_cpu = _children_cpu() - children_before
@@ -250,6 +253,8 @@ def _http(row: suite.Row, server: Server, tools: Tools, duration: float,
     return {"seconds": parsed["seconds"], "round_trips": parsed["requests"], "bytes": 0,
             "server_cpu": (cpu_after - cpu_before) if None not in (cpu_before, cpu_after)
             else -1.0,
+            "server_user_cpu": (user_after - user_before)
+            if None not in (user_before, user_after) else -1.0,
             "client_cpu": wrk_cpu, "p50": parsed["p50"], "p99": parsed["p99"],
             "problems": parsed["problems"]}
 
@@ -292,6 +297,8 @@ def measure(row: suite.Row, loop_name: str, settings: suite.Settings, tools: Too
     if sample["server_cpu"] >= 0:
         sample["server_us"] = sample["server_cpu"] / round_trips * 1e6
         sample["server_util"] = sample["server_cpu"] / seconds
+    if sample["server_user_cpu"] >= 0:
+        sample["server_user_us"] = sample["server_user_cpu"] / round_trips * 1e6
     if sample["client_cpu"] is not None:
         sample["client_util"] = sample["client_cpu"] / seconds
     return sample

@@ -188,6 +188,18 @@ def test_bench_flags_a_saturated_load_generator():
     assert 'not the bottleneck' in report.notes(results, ['asyncio', 'minloop'], _Settings)
 
 
+def test_bench_shows_the_servers_user_cpu_where_measured():
+    results = {'measured': _net_entry(0.5), 'unmeasured': _net_entry(0.5)}
+    results['measured']['cells']['minloop']['median']['server_user_us'] = 1.234
+    results['measured']['cells']['asyncio']['median']['server_user_us'] = 3.5
+    details = report.details(results, ['asyncio', 'minloop'])
+    table = details[details.index("user CPU per round trip"):]
+    assert table_line(table, 'measured').split() == ['measured', '3.50', '1.23']
+    assert 'unmeasured' not in table  # no user figure: not a row of that table
+    del results['measured']
+    assert "user CPU per round trip" not in report.details(results, ['asyncio', 'minloop'])
+
+
 # --- the scale rows' workloads, at tiny sizes ---------------------------------
 
 SMOKE_LOOPS = ('asyncio', 'minloop')
@@ -434,6 +446,10 @@ def test_many_connection_rows_run(kind, mode, loop_name):
     assert answer['problems'] == []
     if answer.get('server_us') is not None:
         assert answer['server_us'] > 0
+        # The user part of it, where /proc gives it: never more than the whole
+        # (the part is read in clock ticks of 10 ms, the whole to the ns).
+        per_trip = 1e6 / answer['round_trips']
+        assert 0 <= answer['server_user_us'] <= answer['server_us'] + 2 * 0.01 * per_trip
 
 
 def test_the_standard_rows_follow_one_naming_scheme():

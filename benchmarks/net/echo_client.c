@@ -28,8 +28,8 @@
  * reordered or another connection's bytes mismatches; one received chunk in
  * eight is compared with memcmp (all of them with --verify-all).
  *
- * The CPU of the server (--server-pid: utime + stime from /proc/PID/stat)
- * and of this process are read at the two edges of the counted window, so
+ * The CPU of the server (--server-pid: utime + stime from /proc/PID/stat,
+ * and utime alone as server_user_cpu) and of this process are read at the two edges of the counted window, so
  * neither includes start-up, warm-up or drain.
  *
  * Output: one JSON object on stdout.  Exit status 0 if every check passed,
@@ -110,8 +110,11 @@ static double self_cpu(void)
          + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* utime + stime of another process in seconds, or -1. */
-static double proc_cpu(int pid)
+/* utime + stime of another process in seconds, or -1; its utime alone in
+ * *user.  Both are in clock ticks, and the kernel splits the process's time
+ * between user and system by sampling at its timer tick: over a window of a
+ * second, good to a few percent. */
+static double proc_cpu(int pid, double *user)
 {
     char name[64], buf[1024];
     snprintf(name, sizeof name, "/proc/%d/stat", pid);
@@ -132,6 +135,7 @@ static double proc_cpu(int pid)
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
                &utime, &stime) != 2)
         return -1;
+    *user = (double)utime / sysconf(_SC_CLK_TCK);
     return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
@@ -422,6 +426,7 @@ int main(int argc, char **argv)
     double t0 = now();
     double t_start = t0 + warmup, t_end = t_start + duration, t_drain = 0;
     double cpu_start = 0, cpu_end = 0, srv_start = -1, srv_end = -1, wall = 0;
+    double srv_user_start = 0, srv_user_end = 0;
     for (int i = 0; i < nconns; i++) {
         if (mode == M_UDP) {
             for (int k = 0; k < depth; k++)
@@ -436,7 +441,7 @@ int main(int argc, char **argv)
         double t = now();
         if (!counting && sending && t >= t_start) {
             counting = 1;
-            srv_start = server_pid ? proc_cpu(server_pid) : -1;
+            srv_start = server_pid ? proc_cpu(server_pid, &srv_user_start) : -1;
             cpu_start = self_cpu();
             t_start = now();
             t_end = t_start + duration;
@@ -444,7 +449,7 @@ int main(int argc, char **argv)
             counting = 0;
             sending = 0;
             cpu_end = self_cpu();
-            srv_end = server_pid ? proc_cpu(server_pid) : -1;
+            srv_end = server_pid ? proc_cpu(server_pid, &srv_user_end) : -1;
             wall = now() - t_start;
             t_drain = t + 5.0;
         }
@@ -508,7 +513,7 @@ done:
     }
     printf("{\"mode\": \"%s\", \"conns\": %d, \"size\": %zu, \"depth\": %d, "
            "\"seconds\": %.6f, \"round_trips\": %llu, \"bytes\": %llu, "
-           "\"client_cpu\": %.4f, \"server_cpu\": %.4f, "
+           "\"client_cpu\": %.4f, \"server_cpu\": %.4f, \"server_user_cpu\": %.4f, "
            "\"sent_total\": %llu, \"recv_total\": %llu, \"udp_lost\": %llu, \"udp_late\": %llu, "
            "\"checked_chunks\": %llu",
            mode == M_TCP ? "tcp" : mode == M_UNIX ? "unix" : mode == M_UDP ? "udp" : "http",
@@ -516,6 +521,7 @@ done:
            (unsigned long long)counted_rt, (unsigned long long)counted_bytes,
            cpu_end - cpu_start,
            (srv_start >= 0 && srv_end >= 0) ? srv_end - srv_start : -1.0,
+           (srv_start >= 0 && srv_end >= 0) ? srv_user_end - srv_user_start : -1.0,
            (unsigned long long)sent_total, (unsigned long long)recv_total,
            (unsigned long long)udp_lost, (unsigned long long)udp_late, (unsigned long long)checked_chunks);
     if (error[0]) {

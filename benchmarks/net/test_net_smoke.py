@@ -51,6 +51,8 @@ def test_echo_row_produces_table(tmp_path):
     cells = data["rows"]["tcp-protocol-1k-c1"]["cells"]
     (sample,) = cells["asyncio"]["samples"]
     assert sample["round_trips"] > 0 and sample["server_cpu"] >= 0 and sample["rate"] > 0
+    assert 0 <= sample["server_user_cpu"] <= sample["server_cpu"] + 0.02  # a tick or two
+    assert "user CPU per round trip" in proc.stdout
     assert cells["c-server"]["samples"]
 
 

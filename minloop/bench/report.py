@@ -324,9 +324,28 @@ def details(results: dict, loop_names: list[str]) -> str:
                                          f"{peak[0]:.0%}" + (" sat" if peak[0] >= SATURATED
                                                              else "")])
         out += _columns(rows, 1, [0] + [2] * len(loop_names) + [2])
+        out += _user_cpu_table(net, loop_names)
     out += _net_figures(results, loop_names)
     out += _other_details(results, loop_names)
     return "\n".join(out).strip("\n")
+
+
+def _user_cpu_table(net: dict, loop_names: list[str]) -> list[str]:
+    """The server's user CPU per round trip: its total less the kernel's time
+    (the system calls and the network stack, most of the total on the echo
+    rows), so what is left is the loop's and the interpreter's own cost."""
+    rows = [["row"] + loop_names]
+    for rid, e in net.items():
+        cells = [_median(e["cells"][n], "server_user_us") for n in loop_names]
+        if any(c is not None for c in cells):
+            rows.append([rid] + ["-" if c is None else f"{c:.2f}" for c in cells])
+    if len(rows) == 1:
+        return []
+    return ["", fill("net rows: the server's user CPU per round trip, microseconds "
+                     "(medians): its CPU less the kernel's part, the loop's and the "
+                     "interpreter's own cost (from /proc/PID/stat, split at the "
+                     "kernel's clock tick: good to a few percent)")] \
+        + _columns(rows, 1, [0] + [2] * len(loop_names))
 
 
 def _net_figures(results: dict, loop_names: list[str]) -> list[str]:

@@ -377,6 +377,8 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
     if answer.get("server_cpu") is not None:
         sample["server_util"] = answer["server_cpu"] / seconds
         sample["server_us"] = answer["server_cpu"] / answer["round_trips"] * 1e6
+        if answer.get("server_user_cpu") is not None:
+            sample["server_user_us"] = answer["server_user_cpu"] / answer["round_trips"] * 1e6
         if answer.get("cpus_busy") is not None:
             # What other processes took of the two CPUs meanwhile.
             other = answer["cpus_busy"] - answer["server_cpu"] - answer["client_cpu"]
@@ -478,7 +480,8 @@ def summarise(cell: dict) -> None:
     """Medians of the samples' figures, and the rounds' spread of the rate."""
     samples = cell["samples"]
     cell["median"] = {}
-    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "other_load",
+    for key in ("rate", "seconds", "client_util", "server_util", "server_us", "server_user_us",
+                "other_load",
                 "cpu", "cpu_us", "mb_s", "p50", "p99"):
         values = [s[key] for s in samples if s.get(key) is not None]
         cell["median"][key] = statistics.median(values) if values else None

@@ -1,13 +1,17 @@
-"""Instructions per round trip of the asyncio streams echo server, by callgrind.
+"""Instructions per round trip of one of the bench's echo servers, by callgrind.
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \
-        python benchmarks/streams_instructions.py --round-trips 20000
+        python benchmarks/server_instructions.py --kind streams --round-trips 20000
     (and again with 60000; the per-round-trip cost is the difference / 40000)
 
-The server is the bench's `streams` row (`start_server`; read -> write ->
-drain) on minloop (or asyncio with --loop asyncio), its clients are a plain
-Python process started with exec, so valgrind does not follow it: only the
-server's instructions are counted.  Wall-clock time on a shared machine says
+The server is the bench's server of that kind (minloop/bench/servers.py:
+`streams` is start_server with read -> write -> drain, `sock` the sock_recv ->
+sock_sendall loop, `protocol` an asyncio.Protocol) on minloop (or asyncio
+with --loop asyncio); its clients are a plain Python process started with
+exec, so valgrind does not follow it: only the server's instructions are
+counted.  `callgrind_annotate --auto=no` on both files, subtracted function
+by function, tells whose instructions they are (the interpreter's, asyncio's
+C module's, minloop's).  Wall-clock time on a shared machine says
 little about a change of a few hundred instructions; these counts do.
 """
 
@@ -16,6 +20,11 @@ import asyncio
 import os
 import subprocess
 import sys
+
+# An in-place build lives in the repository root; an installed minloop wins.
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from minloop.bench import servers  # noqa: E402
 
 SIZE = 1024
 
@@ -57,43 +66,34 @@ for s in socks:
 """
 
 
-async def _echo(reader, writer):
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-    finally:
-        writer.close()
-
-
-async def _main(conns, round_trips):
-    server = await asyncio.start_server(_echo, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+async def _main(kind, conns, round_trips):
+    keep = []
+    port = (await servers.start(kind, 0, None, keep))["port"]
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE))
     if await client.wait():
         sys.exit("client failed")
-    server.close()
-    await server.wait_closed()
+    for thing in keep:  # the server, or the sock row's listener and accept task
+        if isinstance(thing, (asyncio.AbstractServer, asyncio.Task)):
+            thing.close() if isinstance(thing, asyncio.AbstractServer) else thing.cancel()
+    await asyncio.sleep(0)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", choices=("streams", "sock", "protocol", "buffered"),
+                        default="streams")
     parser.add_argument("--round-trips", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--loop", choices=("minloop", "asyncio"), default="minloop")
     args = parser.parse_args()
     if args.loop == "minloop":
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         import minloop
         loop = minloop.new_event_loop()
     else:
         loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(_main(args.connections, args.round_trips))
+        loop.run_until_complete(_main(args.kind, args.connections, args.round_trips))
     finally:
         loop.close()
 
