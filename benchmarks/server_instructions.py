@@ -5,13 +5,13 @@
     (and again with 60000; the per-round-trip cost is the difference / 40000)
 
 The server is the bench's server of that kind (minloop/bench/servers.py:
-`streams` is start_server with read -> write -> drain, `sock` the sock_recv ->
-sock_sendall loop, `protocol` an asyncio.Protocol) on minloop (or asyncio
-with --loop asyncio); its clients are a plain Python process started with
-exec, so valgrind does not follow it: only the server's instructions are
-counted.  `callgrind_annotate --auto=no` on both files, subtracted function
-by function, tells whose instructions they are (the interpreter's, asyncio's
-C module's, minloop's).  Wall-clock time on a shared machine says
+`streams` is start_server with read -> write -> drain, `sock` the sock_recv
+-> sock_sendall loop, `protocol` an asyncio.Protocol) on minloop (or another
+loop with --loop); its clients are a plain Python process started with exec,
+so valgrind does not follow it: only the server's instructions are counted.
+`callgrind_annotate --auto=no` on both files, subtracted function by
+function, tells whose instructions they are (the interpreter's, asyncio's C
+module's, the loop's).  Wall-clock time on a shared machine says
 little about a change of a few hundred instructions; these counts do.
 """
 
@@ -24,7 +24,7 @@ import sys
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from minloop.bench import servers  # noqa: E402
+from minloop.bench import loops, servers  # noqa: E402
 
 SIZE = 1024
 
@@ -85,13 +85,10 @@ def main():
                         default="streams")
     parser.add_argument("--round-trips", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--loop", choices=("minloop", "asyncio"), default="minloop")
+    parser.add_argument("--loop", choices=("minloop", "asyncio", "uvloop", "rloop"),
+                        default="minloop")
     args = parser.parse_args()
-    if args.loop == "minloop":
-        import minloop
-        loop = minloop.new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
+    loop = loops.factory(args.loop)()
     try:
         loop.run_until_complete(_main(args.kind, args.connections, args.round_trips))
     finally:
