@@ -69,6 +69,19 @@ HTTP_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                  b"Content-Length: 13\r\n\r\nHello, World!")
 
 
+def _proc_stat_ticks(pid: int) -> tuple[float, float] | None:
+    """(utime, stime) of a live process in seconds, in clock ticks (10 ms)
+    from /proc/PID/stat, or None where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # the name may hold spaces
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def proc_cpu(pid: int) -> float | None:
     """CPU seconds of a live process's main thread, to the nanosecond from
     /proc/PID/schedstat (the servers run on one thread), else utime + stime
@@ -78,28 +91,18 @@ def proc_cpu(pid: int) -> float | None:
             return int(f.read().split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = _proc_stat_ticks(pid)
+    return None if ticks is None else ticks[0] + ticks[1]
 
 
 def proc_user_cpu(pid: int) -> float | None:
-    """User CPU seconds of a live process (utime from /proc/PID/stat, in clock
-    ticks), or None where there is no /proc.  The kernel splits a process's
-    time between user and system by sampling at its tick: over a window of a
-    second, good to a few percent.  Beside proc_cpu's total it shows the
-    loop's and the interpreter's part, without the kernel's."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the name may hold spaces
-    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
+    """User CPU seconds of a live process (utime), or None where there is no
+    /proc.  The kernel splits a process's time between user and system by
+    sampling at its tick: over a window of a second, good to a few percent.
+    Beside proc_cpu's total it shows the loop's and the interpreter's part,
+    without the kernel's."""
+    ticks = _proc_stat_ticks(pid)
+    return None if ticks is None else ticks[0]
 
 
 def cpus_busy(cpus: list[int]) -> float | None:
