@@ -95,6 +95,21 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     attributes; the compiled ones are LoopCore's (loop.pyx) or sock_ops.pyx's.
     """
 
+    # The loop's own Python attributes live in slots, so that its __dict__
+    # stays empty until a program sets one of its own: from 3.12 the
+    # interpreter specialises `loop.call_soon(...)` and every other method
+    # lookup on a loop only while that dict is not made (asyncio's loop keeps
+    # its attributes inline, which 3.12+ does for plain classes only, not for
+    # a subclass of a compiled one).  A loop still takes any other attribute
+    # in its __dict__, which asyncio.AbstractEventLoop provides.  The last
+    # three are SignalHandlingMixin's (a mixin beside LoopCore cannot have
+    # slots of its own).
+    __slots__ = ('_exception_handler', '_default_executor', '_executor_shutdown_called',
+                 '_asyncgens', '_asyncgens_shutdown_called',
+                 '_coroutine_origin_tracking_enabled',
+                 '_coroutine_origin_tracking_saved_depth', '_unix_server_sockets',
+                 '_signal_handlers', '_ssock', '_csock')
+
     def __init__(self):
         self._task_factory = None
         self._exception_handler = None

@@ -176,11 +176,13 @@ cdef extern from "context_layout.h":
 # a class's version tag (0: none), which says it has not changed since;
 # asyncio's StreamReader fed without its Python code (stream_reader.pyx):
 # whether this build may, how it reads instance attributes, and the method
-# lookup it relies on where it reads them by attribute access.
+# lookup it relies on where it reads them by attribute access; whether a
+# loop's instance dict is made only when a program sets an attribute.
 cdef extern from "py_compat.h":
     unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
     bint MINLOOP_READS_INSTANCE_DICT
+    bint MINLOOP_LAZY_INSTANCE_DICT
     int compat_calls_class_function(object obj, object name, object func) except -1
     # References to objects another thread may be deallocating (the fd
     # table's owners).

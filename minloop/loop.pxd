@@ -69,6 +69,14 @@ cdef class LoopCore:
         public double _clock_resolution
         public double slow_callback_duration
         public object _current_handle
+        # The instance dict at a fixed offset, rather than the managed one a
+        # Python subclass would add: the interpreter specialises a method
+        # lookup such as `loop.call_soon` on such an instance (3.11: while
+        # the dict is made and unchanged; 3.12+: while it is not made, see
+        # __cinit__), and on a managed one 3.12 never does.  base_events.Loop
+        # keeps its own attributes in slots, so the dict stays as it is
+        # until a program sets an attribute of its own.
+        dict __dict__
 
     cdef int _check_thread_fast(self) except -1
     cdef int _check_callback_fast(self, object callback, str method) except -1

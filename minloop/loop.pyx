@@ -32,7 +32,7 @@ from asyncio import tasks as _aio_tasks
 
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
-from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT
+from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
 from libc.errno cimport EINTR, ENOMEM
 from libc.math cimport ceil, isnan
 from libc.stdint cimport int64_t
@@ -111,6 +111,15 @@ cdef int _queue_due(void *ready, void *item) noexcept nogil:
 cdef class LoopCore:
 
     def __cinit__(self):
+        # Cython has made the (empty) instance dict.  From 3.12 it goes, to
+        # be made again by the first attribute a program sets: the
+        # interpreter's method lookups on the loop run specialised only
+        # while it is unmade there (py_compat.h).
+        cdef PyObject **instance_dict
+        if MINLOOP_LAZY_INSTANCE_DICT:
+            instance_dict = <PyObject **>(<char *><PyObject *>self
+                                          + Py_TYPE(self).tp_dictoffset)
+            Py_CLEAR(instance_dict[0])
         xt_init(&self._owners_lock)
         ring_init(&self._ready)
         ring_init(&self._released[0])

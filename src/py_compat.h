@@ -76,6 +76,20 @@ compat_type_version(PyObject *t)
 #define MINLOOP_READS_INSTANCE_DICT 1
 #endif
 
+/* Whether a new loop drops the (empty) instance dict Cython made for it
+ * (LoopCore.__cinit__), so that `loop.call_soon` and the loop's other
+ * method lookups in Python code run specialised:
+ * from 3.12 the interpreter specialises a method lookup on an instance whose
+ * dict sits at an offset only while that dict is not made
+ * (LOAD_ATTR_METHOD_LAZY_DICT); 3.11 only while it is made and its keys
+ * unchanged (LOAD_METHOD_WITH_DICT), so there the empty dict stays; 3.10
+ * does not specialise. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define MINLOOP_LAZY_INSTANCE_DICT 1
+#else
+#define MINLOOP_LAZY_INSTANCE_DICT 0
+#endif
+
 /* Whether `obj.name(...)` calls func(obj, ...): func is what obj's class
  * has under name (the caller has checked the class), not shadowed by an
  * attribute of obj itself.  1 or 0; -1 with an exception set.
