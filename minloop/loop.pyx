@@ -116,7 +116,7 @@ cdef class LoopCore:
         # interpreter's method lookups on the loop run specialised only
         # while it is unmade there (py_compat.h).
         cdef PyObject **instance_dict
-        if MINLOOP_LAZY_INSTANCE_DICT:
+        if MINLOOP_LAZY_INSTANCE_DICT and Py_TYPE(self).tp_dictoffset > 0:
             instance_dict = <PyObject **>(<char *><PyObject *>self
                                           + Py_TYPE(self).tp_dictoffset)
             Py_CLEAR(instance_dict[0])
