@@ -25,7 +25,9 @@ from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
 
-from .includes cimport (heap_remove, PyObject_Vectorcall, PyThreadState, PyThreadState_Get,
+from .includes cimport (heap_remove, PyObject_Vectorcall_raw,
+                        PyObject_Call_raw, PySequence_Tuple_raw, PyContext_Enter_raw,
+                        PyThreadState, PyThreadState_Get,
                         MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars,
                         XT_GUARD_THREADS, PyThread_get_thread_ident)
 
@@ -199,6 +201,8 @@ def _finish_cancel(h):
 cdef int handle_run(Handle h) except -1:
     cdef object snapshot = None
     cdef object context
+    cdef PyObject *result
+    cdef PyObject *unpacked
     minloop_handle_check_slots(<void *>h)
     if h._context_shared:
         # Run in a private copy (a callback's var.set() must not reach the
@@ -227,32 +231,54 @@ cdef int handle_run(Handle h) except -1:
         if inline_args == 2:
             arg1 = <object>h._arg1
             argv[1] = <PyObject *>arg1
-    try:
-        PyContext_Enter(context)
-    except Exception as exc:
+    # No try blocks here: Cython saves and restores the handled exception
+    # around each, which costs a thread-state lookup (through TLS from
+    # 3.12) on every callback.  A failure goes to _report_raised().
+    if PyContext_Enter_raw(context) < 0:
         # Already entered (a nested run in the same context): asyncio's
         # Context.run() fails inside the handle's try, so it is reported.
-        _report(h, exc)
-        return 0
-    try:
-        if vector:
-            # Straight to the callable's vectorcall (a Python function's
-            # frame), without Cython's search for the fastest way to call.
-            PyObject_Vectorcall(callback, argv, inline_args, NULL)
-        elif not PyTuple_CheckExact(args):
-            callback(*args)   # not ours: see minloop_handle_check_slots()
-        else:
-            callback(*<tuple>args)
-    except BaseException as exc:
-        # Leave the context before reporting, as Context.run() would.
-        PyContext_Exit(context)
-        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
-            raise
-        _report(h, exc)
-        return 0
+        return _report_raised(h, None)
+    if vector:
+        # Straight to the callable's vectorcall (a Python function's
+        # frame), without Cython's search for the fastest way to call.
+        result = PyObject_Vectorcall_raw(callback, argv, inline_args, NULL)
+    elif PyTuple_CheckExact(args):
+        result = PyObject_Call_raw(callback, args, NULL)
+    else:
+        # Not ours (see minloop_handle_check_slots()): callback(*args).
+        unpacked = PySequence_Tuple_raw(args)
+        result = NULL
+        if unpacked != NULL:
+            result = PyObject_Call_raw(callback, <object>unpacked, NULL)
+            Py_XDECREF(unpacked)
+    if result == NULL:
+        return _report_raised(h, context)
+    Py_XDECREF(result)
     PyContext_Exit(context)
     if snapshot is not None:
         _share_again(h, snapshot, context)
+    return 0
+
+
+cdef int _raise_pending() except -1:
+    # Hands the exception already set to the caller's except clause.
+    return -1
+
+
+cdef int _report_raised(Handle h, object context) except -1:
+    """What asyncio's Handle._run does when its call raised (the exception
+    set): in its except clause, so the exception is the one being handled
+    (sys.exc_info()) while the loop's exception handler runs.  `context`:
+    the one entered, left first as Context.run() would; None if entering
+    it failed."""
+    try:
+        _raise_pending()
+    except BaseException as exc:
+        if context is not None:
+            PyContext_Exit(context)
+        if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            raise
+        _report(h, exc)
     return 0
 
 

@@ -273,6 +273,15 @@ cdef extern from "Python.h":
     # A handle's callback, called with the arguments it keeps (handles.pyx).
     object PyObject_Vectorcall(object callable, PyObject **args,
                                size_t nargsf, PyObject *kwnames)
+    # The same calls, and entering a context, for handle_run's fast path,
+    # which looks at a failure itself: the result or NULL (-1) with the
+    # exception set, no check made by Cython.
+    PyObject *PyObject_Vectorcall_raw "PyObject_Vectorcall"(
+        object callable, PyObject **args, size_t nargsf, PyObject *kwnames)
+    PyObject *PyObject_Call_raw "PyObject_Call"(object callable, object args,
+                                                PyObject *kwargs)
+    PyObject *PySequence_Tuple_raw "PySequence_Tuple"(object o)
+    int PyContext_Enter_raw "PyContext_Enter"(object ctx)
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
     # strerror()'s text as os.strerror() decodes it (oserrors.pxd).

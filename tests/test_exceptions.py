@@ -393,3 +393,72 @@ def test_non_context_rejected_at_call_minloop_is_stricter(loop, loop_kind):
         loop.call_soon(print, context={'not': 'a context'})
     with pytest.raises(TypeError, match='contextvars.Context'):
         loop.call_later(1, print, context=42)
+
+
+def test_handler_runs_with_the_callback_exception_being_handled(loop, run_briefly):
+    """asyncio calls the exception handler from its except clause: inside the
+    handler sys.exc_info() is the callback's exception (logging.exception()
+    and a bare `raise` rely on it); after it, nothing is being handled."""
+    import sys
+
+    exc = ValueError("boom")
+    seen = []
+
+    def handler(lp, context):
+        seen.append(sys.exc_info()[1])
+
+    def bad(a, b, c):  # three arguments: the handle keeps them in a tuple
+        raise exc
+
+    def after():
+        seen.append(sys.exc_info())
+
+    loop.set_exception_handler(handler)
+    loop.call_soon(bad, 1, 2, 3)
+    loop.call_soon(lambda: (_ for _ in ()).throw(exc))  # no arguments
+    loop.call_soon(after)
+    run_briefly(loop)
+    assert seen == [exc, exc, (None, None, None)]
+
+
+@pytest.mark.parametrize("nargs", [0, 1, 2, 3])
+def test_failed_callback_leaves_its_context(loop, handled, run_briefly, nargs):
+    """A callback that raised has left its context when the next one runs:
+    its var.set() is not seen outside, and the same context can be run
+    again (entering an entered context would be a RuntimeError)."""
+    import contextvars
+
+    var = contextvars.ContextVar("var", default="outside")
+    ctx = contextvars.copy_context()
+    seen = []
+
+    def bad(*args):
+        var.set("inside")
+        raise ValueError(len(args))
+
+    def look():
+        seen.append(var.get())
+
+    loop.call_soon(bad, *range(nargs), context=ctx)
+    loop.call_soon(look)
+    loop.call_soon(look, context=ctx)
+    run_briefly(loop)
+    assert [str(c["exception"]) for _, c in handled] == [str(nargs)]
+    assert seen == ["outside", "inside"]
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt])
+def test_system_exit_leaves_the_callbacks_context(loop, exc_type):
+    """SystemExit/KeyboardInterrupt leave run_forever after the callback's
+    context was left: running that context again works."""
+    import contextvars
+
+    ctx = contextvars.copy_context()
+
+    def bad():
+        raise exc_type()
+
+    loop.call_soon(bad, context=ctx)
+    with pytest.raises(exc_type):
+        loop.run_forever()
+    assert ctx.run(lambda: "entered again") == "entered again"
