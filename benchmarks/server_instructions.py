@@ -74,8 +74,10 @@ async def _main(kind, conns, round_trips):
     if await client.wait():
         sys.exit("client failed")
     for thing in keep:  # the server, or the sock row's listener and accept task
-        if isinstance(thing, (asyncio.AbstractServer, asyncio.Task)):
-            thing.close() if isinstance(thing, asyncio.AbstractServer) else thing.cancel()
+        if isinstance(thing, asyncio.AbstractServer):
+            thing.close()
+        elif isinstance(thing, asyncio.Task):
+            thing.cancel()
     await asyncio.sleep(0)
 
 

@@ -270,12 +270,10 @@ cdef extern from "Python.h":
     # Calls and strings on the datagram transport's address path.
     object PyObject_VectorcallMethod(object name, PyObject *const *args,
                                      size_t nargsf, PyObject *kwnames)
-    # A handle's callback, called with the arguments it keeps (handles.pyx).
-    object PyObject_Vectorcall(object callable, PyObject **args,
-                               size_t nargsf, PyObject *kwnames)
-    # The same calls, and entering a context, for handle_run's fast path,
-    # which looks at a failure itself: the result or NULL (-1) with the
-    # exception set, no check made by Cython.
+    # A handle's callback, called with the arguments it keeps, and entering
+    # its context (handles.pyx): handle_run looks at a failure itself, so
+    # these give the result or NULL (-1) with the exception set, no check
+    # made by Cython.
     PyObject *PyObject_Vectorcall_raw "PyObject_Vectorcall"(
         object callable, PyObject **args, size_t nargsf, PyObject *kwnames)
     PyObject *PyObject_Call_raw "PyObject_Call"(object callable, object args,

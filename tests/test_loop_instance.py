@@ -76,7 +76,7 @@ def test_method_lookups_run_specialised(loop):
         assert opname not in GENERIC and "METHOD" in opname, (name, opname)
 
 
-def test_method_lookups_stay_specialised_after_an_attribute_is_set(loop):
+def test_method_lookups_work_after_an_attribute_is_set(loop):
     # The dict is made by the program's own attribute: lookups still work
     # (specialised or not, that is the interpreter's business).
     loop.extra = 1

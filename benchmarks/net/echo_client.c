@@ -29,8 +29,9 @@
  * eight is compared with memcmp (all of them with --verify-all).
  *
  * The CPU of the server (--server-pid: utime + stime from /proc/PID/stat,
- * and utime alone as server_user_cpu) and of this process are read at the two edges of the counted window, so
- * neither includes start-up, warm-up or drain.
+ * and utime alone as server_user_cpu) and of this process are read at the
+ * two edges of the counted window, so neither includes start-up, warm-up or
+ * drain.
  *
  * Output: one JSON object on stdout.  Exit status 0 if every check passed,
  * 1 otherwise (the JSON then has "error").
