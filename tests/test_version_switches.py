@@ -1,8 +1,9 @@
 """Version switches have one home each (issue 12, item 5): asyncio behaviours
 in minloop/_asyncio_compat.py, compile-time interpreter facts in
 src/py_compat.h.  A version test anywhere else is the drift that issue
-removed.  (.pyi stubs keep theirs: type checkers understand only
-sys.version_info checks.)"""
+removed, and so is a getattr()/hasattr() probe of asyncio (issue 22,
+item 5).  (.pyi stubs keep their version tests: type checkers understand
+only sys.version_info checks.)"""
 
 import os
 import re
