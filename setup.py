@@ -7,6 +7,10 @@ Environment switches (for development and CI, never for wheels):
   MINLOOP_THREAD_GUARDS=1  the free-threaded build's thread guards in a GIL
                       build (src/cross_thread.h): tests their paths where
                       no free-threaded Python is installed
+  MINLOOP_STRIP=1     stripped modules: no debug information (Python's own
+                      CFLAGS carry -g) and no symbol table; what release
+                      wheels ship ([tool.cibuildwheel] sets it).  Off by
+                      default: profilers and callgrind want the symbols.
 """
 import os
 import sys
@@ -29,6 +33,11 @@ debug = flag("MINLOOP_DEBUG") or sanitize
 compile_args = ["-O0", "-g3", "-UNDEBUG"] if debug else ["-O2"]
 compile_args += ["-std=c99", "-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
 link_args = []
+if flag("MINLOOP_STRIP") and not debug:
+    compile_args.append("-g0")  # after Python's -g, so it wins
+    # The linker drops the symbol table (the module's PyInit_ entry stays
+    # in the dynamic one); ld64 has no -s: -x drops the local symbols.
+    link_args.append("-Wl,-x" if sys.platform == "darwin" else "-s")
 if sanitize:
     san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     compile_args += san

@@ -13,6 +13,8 @@ import inspect
 import sys
 from asyncio import base_events as _base_events
 from asyncio import constants as _constants
+from asyncio import coroutines as _coroutines
+from asyncio import events as _events
 from asyncio import format_helpers as _format_helpers
 from asyncio import selector_events as _selector_events
 from asyncio import sslproto as _sslproto
@@ -57,6 +59,38 @@ TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_cl
 # _force_close(exc) (3.13); before, _abort() took no argument and called the
 # transport's abort() (which is _force_close(None) on asyncio's transports).
 TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).parameters
+
+# The loop's sock_recvfrom()/sock_recvfrom_into() and sock_sendto() (3.11):
+# Loop has them where asyncio's selector loop does.
+HAS_SOCK_RECVFROM = hasattr(_selector_events.BaseSelectorEventLoop, 'sock_recvfrom')
+HAS_SOCK_SENDTO = hasattr(_selector_events.BaseSelectorEventLoop, 'sock_sendto')
+
+# Names some versions lack, with what stands for them there.
+
+# 3.14 deprecates asyncio.iscoroutinefunction() (a DeprecationWarning per
+# call) and 3.16 removes it; asyncio's own checks (debug mode's
+# _check_callback, add_signal_handler) use the private one.
+iscoroutinefunction = getattr(_coroutines, '_iscoroutinefunction',
+                              _coroutines.iscoroutinefunction)
+
+# The TLS layer's constants (3.11, bpo-44011): 3.10 has none, and minloop's
+# TLS layer uses 3.11's values there: seconds, and KiB of buffer.
+SSL_SHUTDOWN_TIMEOUT = getattr(_constants, 'SSL_SHUTDOWN_TIMEOUT', 30.0)
+FLOW_CONTROL_HIGH_WATER_SSL_READ = getattr(_constants, 'FLOW_CONTROL_HIGH_WATER_SSL_READ', 256)
+FLOW_CONTROL_HIGH_WATER_SSL_WRITE = getattr(_constants, 'FLOW_CONTROL_HIGH_WATER_SSL_WRITE', 512)
+
+# unix_events.can_use_pidfd() (3.14): whether asyncio's own child watching
+# uses pidfds, which decides the wording of its lost-status warning; None
+# where asyncio has no such function.
+can_use_pidfd = getattr(_unix_events, 'can_use_pidfd', None)
+
+# The platform's default event loop policy, which minloop's extends
+# (policy.py), so that what it offers besides loops (the child watcher API
+# before 3.14) keeps working after install(): unix_events' where asyncio
+# is built for Unix, else the base class (public from 3.14 on).
+DEFAULT_POLICY_BASE = (getattr(_unix_events, '_UnixDefaultEventLoopPolicy', None)
+                       or getattr(_events, 'BaseDefaultEventLoopPolicy', None)
+                       or getattr(_events, '_BaseDefaultEventLoopPolicy', None))
 
 # By version from here on: the change is inside a method body.
 

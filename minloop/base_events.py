@@ -380,11 +380,11 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
 
     sock_recv = _sock_ops.sock_recv
     sock_recv_into = _sock_ops.sock_recv_into
-    if hasattr(_BaseSelectorEventLoop, 'sock_recvfrom'):  # new in 3.11
+    if _asyncio_compat.HAS_SOCK_RECVFROM:
         sock_recvfrom = _sock_ops.sock_recvfrom
         sock_recvfrom_into = _sock_ops.sock_recvfrom_into
     sock_sendall = _sock_ops.sock_sendall
-    if hasattr(_BaseSelectorEventLoop, 'sock_sendto'):  # new in 3.11
+    if _asyncio_compat.HAS_SOCK_SENDTO:
         sock_sendto = _sock_ops.sock_sendto
     sock_connect = _sock_ops.sock_connect
     sock_accept = _sock_ops.sock_accept

@@ -30,6 +30,8 @@ from asyncio import events as _aio_events
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
 
+from . import _asyncio_compat
+
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
@@ -57,10 +59,7 @@ cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 cdef object _Task = _aio_tasks.Task
 cdef object _Future = _aio_futures.Future
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
-# 3.14 deprecates asyncio.iscoroutinefunction() (a DeprecationWarning per
-# call) and 3.16 removes it; asyncio's own checks use the private one.
-cdef object _iscoroutinefunction = getattr(
-    _aio_coroutines, '_iscoroutinefunction', _aio_coroutines.iscoroutinefunction)
+cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
 cdef object _logger = logging.getLogger('asyncio')
 cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks
@@ -938,7 +937,7 @@ cdef class LoopCore:
     # (closed or not), until a newer one takes its fd number.
 
     cdef int _reserve_fd(self, int fd) except -1:
-        """Make room for fd in the table (fdt_reserve's work).  Growing
+        """Make room for fd in the table (fdt_grow).  Growing
         moves the slots, which a dying transport's _disown_fd() may be
         writing to from another thread: under the owners' lock."""
         cdef int rc = 0

@@ -36,14 +36,14 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING,
                             PyBytes_GET_SIZE, PyBytes_Check)
-from libc.errno cimport errno, EINTR, EIO
+from libc.errno cimport errno, EIO
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec,
                         c_read, c_write, c_writev)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, fd_watched
-from .oserrors cimport os_error, would_block
+from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, schedule_connection_lost,
@@ -62,12 +62,6 @@ cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_C
 # the read end (asyncio's comment: the trick works only for sockets there).
 cdef bint _READER_TRICK_ON_FIFOS = not sys.platform.startswith('aix')
 cdef bint _READING_API = _asyncio_compat.PIPE_READING_API
-
-cdef inline bint _would_block(int err) noexcept:
-    # asyncio treats InterruptedError as BlockingIOError: the level-triggered
-    # poller calls again.
-    return would_block(err) or err == EINTR
-
 
 cdef int _check_loop_open(LoopCore core) except -1:
     # Checked before the pipe is touched (made non-blocking, owned): asyncio

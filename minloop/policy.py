@@ -8,14 +8,8 @@ imported only when one of its names is used (see minloop.__getattr__).
 import asyncio
 import warnings
 
+from ._asyncio_compat import DEFAULT_POLICY_BASE as _BasePolicy
 from .base_events import new_event_loop
-
-# The platform's own default policy, so that what it offers besides loops
-# (the child watcher API on Python < 3.14) keeps working after install().
-_BasePolicy = getattr(asyncio.unix_events, '_UnixDefaultEventLoopPolicy', None)
-if _BasePolicy is None:  # not a Unix build of asyncio
-    _BasePolicy = getattr(asyncio.events, 'BaseDefaultEventLoopPolicy', None) \
-        or asyncio.events._BaseDefaultEventLoopPolicy
 
 
 class EventLoopPolicy(_BasePolicy):

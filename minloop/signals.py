@@ -22,10 +22,8 @@ import warnings
 from asyncio import coroutines as _aio_coroutines
 from asyncio.log import logger
 
-# 3.14 deprecates asyncio.iscoroutinefunction() and 3.16 removes it; asyncio
-# itself checks with the private one.
-_iscoroutinefunction = getattr(_aio_coroutines, '_iscoroutinefunction',
-                               _aio_coroutines.iscoroutinefunction)
+from ._asyncio_compat import iscoroutinefunction as _iscoroutinefunction
+
 
 def _sighandler_noop(signum, frame):
     """Dummy signal handler: the work happens in the loop."""

@@ -30,7 +30,7 @@ Where it is fast, and why that keeps asyncio's semantics:
   removed only if it is still ours: add_reader()/add_writer() on the fd
   meanwhile replaced (and cancelled) our handle.
 - The reader or writer is a one-shot waiter of the loop's fd table (see
-  "The fd table and the kernel" in loop.pyx): alone on its fd, it is
+  "The fd table and the kernel" in src/fd_table.h): alone on its fd, it is
   registered so that the kernel disarms it when it fires, and its removal
   when the operation ends costs no syscall.  In exchange, the callback must
   re-arm it whenever it keeps waiting (a spurious wake-up, a partial send),
@@ -83,10 +83,6 @@ cdef object _os_fstat = _os.fstat
 # 3.13 caps a sendfile() chunk so that it fits a 32-bit ssize_t too; where
 # ssize_t has 64 bits the cap changes nothing, so every version gets it.
 cdef Py_ssize_t _MAX_CHUNK = PY_SSIZE_T_MAX // 2 + 1
-
-# The coroutines, as base_events.py binds them onto Loop.
-METHODS = ('sock_recv', 'sock_recv_into', 'sock_recvfrom', 'sock_recvfrom_into',
-           'sock_sendall', 'sock_sendto', 'sock_connect', 'sock_accept')
 
 # Returned by a syscall helper when the call would block.
 cdef object _AGAIN = object()

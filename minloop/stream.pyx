@@ -34,7 +34,7 @@ from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_Chec
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
 from cpython.object cimport PyTypeObject
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
-from libc.errno cimport errno, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM
+from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
@@ -42,7 +42,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread
-from .oserrors cimport os_error, would_block
+from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
                          lose_connection, release_fd,
@@ -199,12 +199,6 @@ cdef enum:
     _READ_DATA
     _READ_INTO_BUFFER
     _READ_FEEDS_READER
-
-
-cdef inline bint _would_block(int err) noexcept:
-    # asyncio's transports treat InterruptedError as BlockingIOError: the
-    # level-triggered poller calls again.
-    return would_block(err) or err == EINTR
 
 
 @cython.final

@@ -35,7 +35,6 @@ rule.
 """
 
 import asyncio
-import asyncio.unix_events
 import collections
 import errno
 import fcntl
@@ -198,7 +197,7 @@ def _status_lost(pid):
     """The returncode of a child whose status is gone: asyncio's 255."""
     global _lost_status_message
     if _lost_status_message is None:
-        can_use_pidfd = getattr(asyncio.unix_events, 'can_use_pidfd', None)
+        can_use_pidfd = _asyncio_compat.can_use_pidfd
         _lost_status_message = (_LOST_STATUS_PIDFD
                                 if can_use_pidfd is not None and can_use_pidfd()
                                 else _LOST_STATUS_THREADED)

@@ -68,9 +68,9 @@ cdef object _deque = collections.deque
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 # asyncio 3.11's constants (3.10 lacks them): seconds, and KiB of buffer.
-cdef object _SSL_SHUTDOWN_TIMEOUT = getattr(_aio_constants, 'SSL_SHUTDOWN_TIMEOUT', 30.0)
-cdef int _HIGH_WATER_SSL_READ = getattr(_aio_constants, 'FLOW_CONTROL_HIGH_WATER_SSL_READ', 256)
-cdef int _HIGH_WATER_SSL_WRITE = getattr(_aio_constants, 'FLOW_CONTROL_HIGH_WATER_SSL_WRITE', 512)
+cdef object _SSL_SHUTDOWN_TIMEOUT = _asyncio_compat.SSL_SHUTDOWN_TIMEOUT
+cdef int _HIGH_WATER_SSL_READ = _asyncio_compat.FLOW_CONTROL_HIGH_WATER_SSL_READ
+cdef int _HIGH_WATER_SSL_WRITE = _asyncio_compat.FLOW_CONTROL_HIGH_WATER_SSL_WRITE
 
 # The most plaintext one read returns, and the size of the ciphertext buffer
 # handed to the socket transport: asyncio's SSLProtocol.max_size.

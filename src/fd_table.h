@@ -169,7 +169,7 @@ static inline void *fdt_owner(const fd_table *t, int fd)
 }
 
 /* ------------------------------------------------------------------ */
-/* Owners (fd < size for fdt_set_owner: fdt_reserve first) */
+/* Owners (fd < size for fdt_set_owner: fdt_grow first) */
 
 static inline void fdt_set_owner(fd_table *t, int fd, void *owner)
 {
@@ -224,7 +224,7 @@ static inline int fdt_set_interest(fd_table *t, poller *p, int fd, int mask)
  * writer (POLLER_WRITE); `oneshot`: a one-shot waiter.  The registration is
  * changed first.  On success stores the item replaced (or NULL) in *old and
  * returns fdt_set_interest's 0 or 1; on failure returns -errno and the
- * table is as it was.  fd must be in the table (fdt_reserve). */
+ * table is as it was.  fd must be in the table (fdt_grow). */
 static inline int fdt_install(fd_table *t, poller *p, int fd, int which,
                               void *item, int oneshot, void **old)
 {
@@ -243,12 +243,6 @@ static inline int fdt_install(fd_table *t, poller *p, int fd, int which,
     s->reader = reader;
     s->writer = writer;
     return rc;
-}
-
-/* Make room for fd: as fdt_grow, inline when there is room. */
-static inline int fdt_reserve(fd_table *t, int fd)
-{
-    return fdt_has(t, fd) ? 0 : fdt_grow(t, fd);
 }
 
 /* The poller reported `events` for fd, which is in the table (fdt_has).

@@ -124,7 +124,8 @@ def test_handle_get_context(loop):
 
 
 def test_minloop_handle_get_context_on_every_python(loop, minloop_only):
-    """minloop's Handle has get_context() on every Python (DESIGN.md), even < 3.12."""
+    """minloop's Handle has get_context() on every Python, even < 3.12
+    (minloop/handles.pyi; asyncio's has it from 3.12)."""
     ctx = contextvars.copy_context()
     h = loop.call_soon(lambda: None, context=ctx)
     assert h.get_context() is ctx

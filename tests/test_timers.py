@@ -111,7 +111,8 @@ def test_equal_deadlines_run_fifo_minloop_is_stricter(loop, minloop_only):
     """minloop is stricter: timers with equal deadlines run in scheduling order.
 
     asyncio's heapq does not guarantee this (with 200 equal deadlines it runs
-    them as 0, 2, 6, 14, ...); DESIGN.md promises FIFO ties for minloop.
+    them as 0, 2, 6, 14, ...); minloop promises FIFO ties (README's table of
+    differences; the `seq` of src/timer_heap.h).
     """
     order = []
     when = loop.time() + 0.01

@@ -98,7 +98,9 @@ def proc_cpu(pid: int) -> float | None:
 def proc_user_cpu(pid: int) -> float | None:
     """User CPU seconds of a live process (utime), or None where there is no
     /proc.  The kernel splits a process's time between user and system by
-    sampling at its tick: over a window of a second, good to a few percent.
+    sampling at its tick (a few hundred samples over a window of a second, a
+    few dozen over a short one), so it is rough: on short windows it moved
+    ten-fold between two runs of one row.
     Beside proc_cpu's total it shows the loop's and the interpreter's part,
     without the kernel's."""
     ticks = _proc_stat_ticks(pid)

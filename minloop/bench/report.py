@@ -343,8 +343,11 @@ def _user_cpu_table(net: dict, loop_names: list[str]) -> list[str]:
         return []
     return ["", fill("net rows: the server's user CPU per round trip, microseconds "
                      "(medians): its CPU less the kernel's part, the loop's and the "
-                     "interpreter's own cost (from /proc/PID/stat, split at the "
-                     "kernel's clock tick: good to a few percent)")] \
+                     "interpreter's own cost (from /proc/PID/stat; the kernel "
+                     "splits it from the total by samples at its clock tick, a few "
+                     "hundred in a 1 s window and a few dozen in --quick's: rough, "
+                     "and on short windows it can move several-fold between runs; "
+                     "the total is exact)")] \
         + _columns(rows, 1, [0] + [2] * len(loop_names))
 
 

@@ -62,7 +62,7 @@ static int install(fd_table *t, poller *p, int fd, int which, void *item,
 {
     void *old = ITEM_C;
     int rc;
-    CHECK(fdt_reserve(t, fd) == 0);
+    CHECK(fdt_grow(t, fd) == 0);
     rc = fdt_install(t, p, fd, which, item, oneshot, &old);
     if (rc >= 0)
         CHECK(old == expect_old);
@@ -255,7 +255,7 @@ static void queries_and_growth(poller *p)
     CHECK(fdt_get(&t, 899, POLLER_READ) == NULL && fdt_mask(&t, 1023) == 0);
     CHECK(fdt_get(&t, 1024, POLLER_READ) == NULL);
     CHECK(fdt_armed(&t) == 2);
-    CHECK(fdt_grow(&t, -5) == -EBADF && fdt_reserve(&t, -1) == -EBADF);
+    CHECK(fdt_grow(&t, -5) == -EBADF && fdt_grow(&t, -1) == -EBADF);
     CHECK(fdt_grow(&t, 0x7fffffff) == -ENOMEM);
     CHECK(fdt_size(&t) == 1024);
 
@@ -297,14 +297,14 @@ static void owners(poller *p)
     CHECK(fdt_size(&t) == 0);
 
     make_pair(sv);
-    CHECK(fdt_reserve(&t, sv[0]) == 0);
+    CHECK(fdt_grow(&t, sv[0]) == 0);
     fdt_set_owner(&t, sv[0], ITEM_A);
     CHECK(fdt_owner(&t, sv[0]) == ITEM_A);
     CHECK(fdt_idle(&t, sv[0]) && fdt_mask(&t, sv[0]) == 0);   /* no interest */
     CHECK(install(&t, p, sv[0], POLLER_READ, ITEM_B, 0, NULL) == 1);
     CHECK(install(&t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
     CHECK(fdt_owner(&t, sv[0]) == ITEM_A);
-    CHECK(fdt_reserve(&t, 700) == 0 && fdt_size(&t) == 1024);
+    CHECK(fdt_grow(&t, 700) == 0 && fdt_size(&t) == 1024);
     CHECK(fdt_owner(&t, sv[0]) == ITEM_A && fdt_owner(&t, 700) == NULL);
 
     /* A newer owner of the number: the old one's let-go leaves it. */

@@ -275,14 +275,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("conformance")
     tr.line(f"loop under test: {_harness.LOOP_NAME} "
             f"({_harness.LOOP_CLASS!r}), Python {sys.version.split()[0]}")
-    names = {"tested": f"created a loop under test ({_harness.LOOP_NAME})",
-             "asyncio": "created one of asyncio's own loops (not TestLoop)",
-             "other": "created an unknown loop",
-             "fake": "created only test_utils.TestLoop (fake clock)",
-             "none": "created no loop"}
+    # Each test is counted once, by the most telling loop it made: the
+    # lines add up to the total.
+    names = {"tested": f"on a {_harness.LOOP_NAME} loop",
+             "asyncio": "on one of asyncio's own loops (not TestLoop)",
+             "other": "on an unknown loop",
+             "fake": "on test_utils.TestLoop alone (CPython's fake-clock loop, "
+                     "which these tests are written for)",
+             "none": "without a loop"}
+    tr.line(f"{sum(state.by_kind.values())} CPython tests ran, each counted once:")
     for kind in names:
         if kind in state.by_kind:
-            tr.line(f"  {state.by_kind[kind]:5d} tests {names[kind]}")
+            tr.line(f"  {state.by_kind[kind]:5d} {names[kind]}")
     for key in state.on_purpose:
         tr.line(f"  asyncio's loop on purpose: {key}")
     stale = _stale_entries(config)

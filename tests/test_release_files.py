@@ -1,0 +1,148 @@
+"""The release's files: the license and the metadata that names it, the
+bench extra's floors, and scripts/check-wheel-contents, which .ci/run (via
+scripts/wheel-check) and the GitHub workflow run on every sdist and wheel
+they build (LICENSE in it, compiled modules stripped)."""
+
+import importlib.machinery
+import importlib.util
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+import minloop.loop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = None
+
+
+def _pyproject():
+    if tomllib is None:
+        pytest.skip("tomllib is new in Python 3.11")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def _checker():
+    path = os.path.join(ROOT, "scripts", "check-wheel-contents")
+    loader = importlib.machinery.SourceFileLoader("check_wheel_contents", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_license_file():
+    with open(os.path.join(ROOT, "LICENSE"), encoding="utf-8") as f:
+        text = f.read()
+    assert text.startswith("MIT License\n")
+    assert "Copyright (c) 2026 the minloop authors" in text
+
+
+def test_license_metadata():
+    project = _pyproject()["project"]
+    # PEP 639: an SPDX expression, the file travelling in sdist and wheels,
+    # and no license classifier beside the expression.
+    assert project["license"] == "MIT"
+    assert "LICENSE" in project["license-files"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    with open(os.path.join(ROOT, "MANIFEST.in"), encoding="utf-8") as f:
+        assert re.search(r"^include .*\bLICENSE\b", f.read(), re.M)
+
+
+def test_build_requires_a_setuptools_that_reads_the_license_expression():
+    requires = _pyproject()["build-system"]["requires"]
+    floor = [r for r in requires if r.startswith("setuptools")]
+    m = re.fullmatch(r"setuptools>=(\d+)(?:\.(\d+))?(?:\.(\d+))?", floor[0])
+    assert m and tuple(int(n or 0) for n in m.groups()) >= (77, 0, 3), floor
+
+
+def test_optional_dependencies_have_floors_not_pins():
+    # A newer peer on a newer Python must not break README's first line.
+    extras = _pyproject()["project"]["optional-dependencies"]
+    pinned = [r for reqs in extras.values() for r in reqs if "==" in r]
+    assert pinned == []
+
+
+def _wheel(files):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def _so_with_sections(tmp_path, debug):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or sys.platform != "linux":
+        pytest.skip("needs a C compiler making ELF")
+    src = tmp_path / "m.c"
+    src.write_text("int minloop_probe(int x) { return x + 1; }\n")
+    out = tmp_path / ("debug.so" if debug else "stripped.so")
+    args = [cc, "-shared", "-fPIC", "-o", str(out), str(src)]
+    subprocess.run(args + (["-g"] if debug else ["-g0", "-s"]), check=True)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_checker_tells_stripped_modules(tmp_path, debug):
+    check = _checker()
+    problems = check.so_problems("m.so", _so_with_sections(tmp_path, debug))
+    if debug:
+        assert len(problems) == 1 and ".symtab" in problems[0] and ".debug_info" in problems[0]
+    else:
+        assert problems == []
+
+
+def test_checker_reads_minloops_own_module():
+    with open(minloop.loop.__file__, "rb") as f:
+        data = f.read()
+    names = _checker().elf_section_names(data)
+    if names is None:
+        pytest.skip("not an ELF build")
+    assert ".text" in names and ".dynsym" in names
+
+
+def test_checker_wants_the_license_in_a_wheel(tmp_path):
+    check = _checker()
+    stripped = _so_with_sections(tmp_path, debug=False)
+    good = {"minloop-0.1.0.dist-info/METADATA": "Name: minloop\nLicense-Expression: MIT\n",
+            "minloop-0.1.0.dist-info/licenses/LICENSE": "MIT License\n",
+            "minloop/loop.cpython-311-x86_64-linux-gnu.so": stripped}
+    whl = tmp_path / "minloop-0.1.0-cp311-cp311-linux_x86_64.whl"
+    whl.write_bytes(_wheel(good))
+    assert check.wheel_problems(str(whl)) == []
+    bad = dict(good)
+    del bad["minloop-0.1.0.dist-info/licenses/LICENSE"]
+    bad["minloop-0.1.0.dist-info/METADATA"] = "Name: minloop\nLicense: MIT\n"
+    whl.write_bytes(_wheel(bad))
+    problems = check.wheel_problems(str(whl))
+    assert len(problems) == 2 and "licenses/LICENSE" in problems[0]
+
+
+def test_checker_wants_the_license_in_an_sdist(tmp_path):
+    check = _checker()
+
+    def sdist(files):
+        path = tmp_path / "minloop-0.1.0.tar.gz"
+        with tarfile.open(path, "w:gz") as t:
+            for name, text in files.items():
+                data = text.encode()
+                info = tarfile.TarInfo(f"minloop-0.1.0/{name}")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+        return str(path)
+
+    info = "Name: minloop\nLicense-Expression: MIT\n"
+    assert check.sdist_problems(sdist({"PKG-INFO": info, "LICENSE": "MIT License\n"})) == []
+    assert check.sdist_problems(sdist({"PKG-INFO": info})) == ["no minloop-0.1.0/LICENSE"]
