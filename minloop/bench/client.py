@@ -97,10 +97,11 @@ def proc_cpu(pid: int) -> float | None:
 
 def proc_user_cpu(pid: int) -> float | None:
     """User CPU seconds of a live process (utime), or None where there is no
-    /proc.  The kernel splits a process's time between user and system by
-    sampling at its tick: over a window of a second, good to a few percent.
-    Beside proc_cpu's total it shows the loop's and the interpreter's part,
-    without the kernel's."""
+    /proc.  Beside proc_cpu's total it shows the loop's and the
+    interpreter's part, without the kernel's; but the kernel splits a
+    process's time between user and system by sampling at its clock tick,
+    and /proc counts it in 10 ms units, so over one short window it is
+    rough (runner._pool_user_cpu pools the rounds and says how rough)."""
     ticks = _proc_stat_ticks(pid)
     return None if ticks is None else ticks[0]
 
