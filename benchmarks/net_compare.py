@@ -22,6 +22,7 @@ feature it does not have yet is "n/a", not a failure); 2 if a loop named in
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -68,9 +69,15 @@ def _rows() -> dict[str, rows.Row]:
     generators can drive: not the msgs-* rows (per-message servers, measured
     against the Python load generator only), not pipelined HTTP (wrk does not
     pipeline), at most C_MAX_CONNS connections."""
-    return {rid: r for rid, r in rows.ROWS.items()
+    return {rid: dataclasses.replace(r, quick=rid in QUICK_ROWS)
+            for rid, r in rows.ROWS.items()
             if r.group == "net" and transport(r) in C_KINDS and r.conns <= C_MAX_CONNS
             and not (transport(r) == "http" and r.depth > 1)}
+
+
+# --quick: rows of README.md's networking table (the bench's quick network
+# rows are per-message servers this script's load generators do not drive).
+QUICK_ROWS = ("tcp-protocol-1k-c16", "tcp-streams-1k-c16", "http-c16")
 
 
 ROWS = _rows()

@@ -854,10 +854,10 @@ def test_renamed_row_selectors_say_their_new_name():
         assert proc.returncode == 2 and f'{old} is now --only' in proc.stderr
 
 
-def test_quick_runs_readme_rows_in_one_profile():
+def test_quick_is_one_profile_with_its_rows():
     quick = [row.id for row in select_rows(None, quick=True)]
     assert quick == ['call_soon_chain', 'call_later_cancel', 'sleep0_pingpong',
-                     'pipe-protocol-32x1k-c16', 'pipe-streams-32x1k-c16', 'http-c16']
+                     'msgs-protocol-16x1k-c16', 'msgs-streams-16x1k-c16', 'http-pipe8-c16']
     parser = options.Parser()
     command = options.Command(parser, options.Profile(5, 1.0, 0.2))
     settings = command.settings(parser.parse_args(['--quick']), procs.Pinning(False))

@@ -1,8 +1,8 @@
 """``python -m minloop bench``: the standard rows (rows.py) on the loops asked for.
 
 Without options every row (65), 5 rounds: roughly half an hour; --quick the
-quick set (rows.QUICK_ROWS, rows README.md's summary tables show) in well
-under a minute.  The options are options.py's, as in every script in
+quick set (rows.QUICK_ROWS: three loop-core rows, three per-message network
+rows) in well under a minute.  The options are options.py's, as in every script in
 benchmarks/.
 """
 

@@ -83,12 +83,20 @@ def _proc_stat_ticks(pid: int) -> tuple[float, float] | None:
 
 
 def proc_cpu(pid: int) -> float | None:
-    """CPU seconds of a live process's main thread, to the nanosecond from
-    /proc/PID/schedstat (the servers run on one thread), else utime + stime
-    in clock ticks (10 ms) from /proc/PID/stat; None where there is no /proc."""
+    """CPU seconds of a live process's threads, to the nanosecond from each
+    /proc/PID/task/TID/schedstat (some loops work on threads of their own:
+    rsloop runs six), else utime + stime in clock ticks (10 ms) from
+    /proc/PID/stat; None where there is no /proc.  A thread that ends
+    between two readings takes its time with it."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except FileNotFoundError:  # the thread has just ended
+                pass
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
     ticks = _proc_stat_ticks(pid)

@@ -85,14 +85,17 @@ class Row:
         return "requests/s" if self.mode == "http" else "round trips/s"
 
 
-# The --quick set: rows of README.md's summary tables (its loop-core and
-# networking tables), so that a quick run compares with them.  The network
-# rows are those the Python load generator does not saturate at the server's
-# pace: pipelined, it pays one send per batch of messages (a single message
-# in flight at 16 connections costs it as much CPU as the server, and the
-# report would flag it).
+# The --quick set: three rows of README.md's loop-core table, and three
+# network rows the Python load generator cannot be the bottleneck of.  With
+# one message in flight (README's tcp-*-c16, http-c16) or pipelined echo
+# (pipe-*-32x1k-c16) the generator spends as much CPU per round trip as the
+# fastest servers (0.9-1.3x theirs, measured in CPU time per round trip), so
+# their rate would be its own; on these rows the server answers each message
+# (request) with a write of its own while the generator sends a batch at
+# once: it spends 0.5-0.8x the server's CPU.  (benchmarks/net_compare.py,
+# with its C load generator, runs README's rows.)
 QUICK_ROWS = ("call_soon_chain", "call_later_cancel", "sleep0_pingpong",
-              "pipe-protocol-32x1k-c16", "pipe-streams-32x1k-c16", "http-c16")
+              "msgs-protocol-16x1k-c16", "msgs-streams-16x1k-c16", "http-pipe8-c16")
 
 
 def _rows() -> list[Row]:
@@ -142,8 +145,7 @@ def _rows() -> list[Row]:
                         f"{kind} echo, {conns} connection(s), 32 messages of 1 KiB in "
                         f"flight on each"))
     # Servers answering each message with a write of its own, pipelined so
-    # that the load generator pays one send per batch: a third of the
-    # server's CPU per round trip (smoke-measured).
+    # that the load generator pays one send per batch (the --quick rows).
     net += [
         ("msgs-protocol-16x1k-c16", "protocol-msg", "echo", 16, KiB, 16, False,
          "Protocol answering each 1 KiB message with its own write; 16 pipelined per "
