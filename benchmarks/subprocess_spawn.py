@@ -36,7 +36,8 @@ def count(n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = options.Parser(description=__doc__.split("\n\n")[0])
-    command = options.Command(ap, FULL, timed=False,
+    # Not pinned: the spawned processes would inherit the CPU (measure.py).
+    command = options.Command(ap, FULL, timed=False, pinned=False,
                               only_help="of the two rows (sequential, at<C>)")
     ap.add_argument("--n", type=int, default=300, help="processes per run")
     ap.add_argument("--concurrency", type=int, default=50,
@@ -61,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options.quiet_on_broken_pipe(main))

@@ -162,7 +162,7 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
                      f"warm-up; {settings.pin.describe}")
     for n in names:
         if not probes[n]["available"]:
-            lines.append(f"skipped: {n} ({probes[n]['reason']})")
+            lines.append(f"skipped: {n}: {probes[n]['reason']}")
     return "\n".join(fill(line) for line in lines) + "\n"
 
 
