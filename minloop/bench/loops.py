@@ -138,7 +138,7 @@ def _why_missing(name: str, exc: ImportError) -> str:
     known = KNOWN.get(name)
     if known is None or not known.dist or exc.name != known.factory.split(":")[0]:
         return f"{type(exc).__name__}: {exc}"
-    where = f"; it ships for Python {known.python} only" if known.python else ""
+    where = f"; Python {known.python} only" if known.python else ""
     return f"not installed (pip install {known.dist}{where})"
 
 

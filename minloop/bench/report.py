@@ -738,8 +738,11 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
             if not shown:
                 continue
             ys_, xs_, rgs = zip(*shown)
-            err = [[x - (rg or (x, x))[0] for _, x, rg in shown],
-                   [(rg or (x, x))[1] - x for _, x, rg in shown]]
+            # The median of the medians can lie outside the paired rounds'
+            # range where the loops have different rounds (a failed round,
+            # Ctrl-C): the whisker then starts at the bar's end.
+            err = [[max(0.0, x - (rg or (x, x))[0]) for _, x, rg in shown],
+                   [max(0.0, (rg or (x, x))[1] - x) for _, x, rg in shown]]
             # Bars grow from 1x, so a ratio below 1 points left.
             ax.barh(ys_, [x - 1.0 for x in xs_], bar * 0.9, left=1.0,
                     color=COLOURS.get(other, f"C{i}"), label=f"vs {other}",
