@@ -55,9 +55,10 @@ class Profile:
     warmup: float = 0.0
 
 
-# One meaning of --quick for every entry point.  0.2 s windows: about 1,000
-# round trips at the slowest quick row, and the whole quick bench in well
-# under a minute on a quiet 2-CPU machine.
+# One meaning of --quick for every entry point (it was 3 rounds of 0.15 s,
+# 2 of 0.25 s or 2 of 0.3 s, by script).  0.2 s windows: thousands of round
+# trips on each quick network row; the quick bench on four loops took 48 s on
+# a busy 2-CPU machine.  Its user-CPU figures are rough (runner._pool_user_cpu).
 QUICK = Profile(rounds=3, duration=0.2, warmup=0.05)
 QUICK_HELP = (f"the quick profile: the quick rows (where the script has a standard set), "
               f"{QUICK.rounds} rounds, {QUICK.duration:g} s network windows after "
