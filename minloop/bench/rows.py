@@ -89,8 +89,8 @@ class Row:
 # network rows the Python load generator cannot be the bottleneck of.  With
 # one message in flight (README's tcp-*-c16, http-c16) or pipelined echo
 # (pipe-*-32x1k-c16) the generator spends as much CPU per round trip as the
-# fastest servers (0.85-1.3x theirs, in CPU time per round trip, on minloop
-# and uvloop), so their rate would be its own; on these rows the server answers each message
+# fastest servers (0.85-1.3x minloop's, in CPU time per round trip), so
+# their rate would be its own; on these rows the server answers each message
 # (request) with a write of its own while the generator sends a batch at
 # once: it spends 0.5-0.8x the server's CPU.  (benchmarks/net_compare.py,
 # with its C load generator, runs README's rows.)
