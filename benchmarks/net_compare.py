@@ -1,18 +1,19 @@
 """Side-by-side comparison of event loops as network servers, against a C client.
 
-    python benchmarks/net_compare.py [--quick] [--rounds N] [--json FILE]
-                                     [--loops asyncio,minloop,uvloop,rloop]
-                                     [--rows ROW|GROUP|PATTERN,...] [--list]
+    python benchmarks/net_compare.py [--only ROW|GROUP|PATTERN,...] [--quick]
+                                     [--rounds N] [--duration S] [--warmup S]
+                                     [--loops asyncio,minloop,...] [--json FILE]
+                                     [--no-baseline] [--baseline-rounds N] [--list]
 
-The network rows of ``python -m minloop bench`` (minloop/bench/suite.py: the
+The network rows of ``python -m minloop bench`` (minloop/bench/rows.py: the
 rows, their names and their servers, minloop/bench/servers.py), measured
 with what this script adds: a load generator written in C (net/echo_client.c;
 wrk for the HTTP rows) in place of the bench's Python one, and a plain C
 epoll server (net/c_echo_server.c) as an extra column, "c-server", in some
 of the rounds: what the load generator reaches when the server costs next to
 nothing.  The server is pinned to one CPU, the load generator to the other.
-The rounds, medians, ratios and report are the bench's; see
-benchmarks/net/README.md.
+The rounds, medians, ratios and report are the bench's, and so are the
+options (minloop/bench/options.py); see benchmarks/net/README.md.
 
 Exit status: 0 on success; 1 if minloop failed or misbehaved on any row (a
 feature it does not have yet is "n/a", not a failure); 2 if a loop named in
@@ -21,7 +22,7 @@ feature it does not have yet is "n/a", not a failure); 2 if a loop named in
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -37,7 +38,8 @@ NET = os.path.join(HERE, "net")
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(HERE))
 
-from minloop.bench import loops, procs, report, suite  # noqa: E402
+from minloop.bench import options, procs, rows  # noqa: E402
+from minloop.bench.options import Settings  # noqa: E402
 from minloop.bench.client import cpus_busy, proc_cpu, proc_user_cpu  # noqa: E402
 
 C_SOURCES = {"client": "echo_client.c", "server": "c_echo_server.c"}
@@ -58,22 +60,28 @@ C_MAX_CONNS = 1024  # net/echo_client.c's MAX_CONNS
 C_KINDS = {"tcp": "tcp", "pipe": "tcp", "unix": "unix", "udp": "udp", "http": "http"}
 
 
-def transport(row: suite.Row) -> str:
+def transport(row: rows.Row) -> str:
     return row.id.split("-", 1)[0]
 
 
-def _rows() -> dict[str, suite.Row]:
-    """The network rows of minloop/bench/suite.py that this script's load
+def _rows() -> dict[str, rows.Row]:
+    """The network rows of minloop/bench/rows.py that this script's load
     generators can drive: not the msgs-* rows (per-message servers, measured
     against the Python load generator only), not pipelined HTTP (wrk does not
     pipeline), at most C_MAX_CONNS connections."""
-    return {rid: r for rid, r in suite.ROWS.items()
+    return {rid: dataclasses.replace(r, quick=rid in QUICK_ROWS)
+            for rid, r in rows.ROWS.items()
             if r.group == "net" and transport(r) in C_KINDS and r.conns <= C_MAX_CONNS
             and not (transport(r) == "http" and r.depth > 1)}
 
 
+# --quick: rows of README.md's networking table (the bench's quick network
+# rows are per-message servers this script's load generators do not drive).
+QUICK_ROWS = ("tcp-protocol-1k-c16", "tcp-streams-1k-c16", "http-c16")
+
+
 ROWS = _rows()
-# Groups for --rows: by transport; rows of 1,000 connections and more form
+# Groups for --only: by transport; rows of 1,000 connections and more form
 # the group "many", outside the default set.
 GROUPS = {g: [rid for rid, r in ROWS.items()
               if (r.conns >= 1000 if g == "many" else r.conns < 1000 and transport(r) == g)]
@@ -148,7 +156,7 @@ class Tools:
 class Server(procs.ServerProcess):
     """A server process for one measurement: a loop's, or the C baseline."""
 
-    def __init__(self, loop_name: str, row: suite.Row, tools: Tools):
+    def __init__(self, loop_name: str, row: rows.Row, tools: Tools):
         kind = C_KINDS[transport(row)]
         if loop_name == BASELINE:
             cmd = tools.server + [tools.bins["server"], "--kind", kind]
@@ -175,7 +183,7 @@ def _run_client(cmd: list[str], timeout: float) -> dict:
     return answer
 
 
-def _echo(row: suite.Row, server: Server, tools: Tools, duration: float,
+def _echo(row: rows.Row, server: Server, tools: Tools, duration: float,
           warmup: float) -> dict:
     mode = C_KINDS[transport(row)]
     cmd = tools.client + [tools.bins["client"], "--mode", mode, "--conns", str(row.conns),
@@ -219,7 +227,7 @@ def parse_wrk(text: str) -> dict:
     return out
 
 
-def _http(row: suite.Row, server: Server, tools: Tools, duration: float,
+def _http(row: rows.Row, server: Server, tools: Tools, duration: float,
           warmup: float) -> dict:
     host, port = server.address["host"], server.address["port"]
     # wrk has no warm-up and takes whole seconds: warm the server with the C
@@ -259,7 +267,7 @@ def _http(row: suite.Row, server: Server, tools: Tools, duration: float,
             "problems": parsed["problems"]}
 
 
-def measure(row: suite.Row, loop_name: str, settings: suite.Settings, tools: Tools) -> dict:
+def measure(row: rows.Row, loop_name: str, settings: Settings, tools: Tools) -> dict:
     """One cell, one round: {"na": reason} | {"error": ...} | a sample in the
     bench's terms (rate, server_us, client_util, other_load, mb_s ...)."""
     if transport(row) == "http" and not tools.have_wrk:
@@ -316,53 +324,32 @@ def _children_cpu() -> float:
 # ---------------------------------------------------------------------------
 
 
+# Without --quick: 4 rounds of 1 s after 0.2 s of warm-up.  More short rounds
+# rather than few long ones: on a shared machine the noise comes in bursts,
+# which a median over rounds absorbs.
+FULL = options.Profile(rounds=4, duration=1.0, warmup=0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = options.Parser(
         description="Compare event loops as network servers, one fresh process per run.")
-    parser.add_argument("--quick", action="store_true",
-                        help="0.25 s runs, 2 rounds (about 3 minutes)")
-    parser.add_argument("--rounds", type=int, help="rounds per loop (default 4, or 2 with --quick)")
-    parser.add_argument("--duration", type=float,
-                        help="timed seconds per run (default 1.0, or 0.25 with --quick; "
-                             "wrk rounds it to whole seconds)")
-    parser.add_argument("--warmup", type=float,
-                        help="untimed seconds before each run (default 0.2, or 0.1 with --quick)")
-    parser.add_argument("--loops", default=",".join(loops.NAMES),
-                        help="comma-separated loops, in run order (default: %(default)s)")
-    parser.add_argument("--rows", default=",".join(DEFAULT_GROUPS),
-                        help="comma-separated row ids, groups (tcp, pipe, unix, udp, http, "
-                             "many) or glob patterns (default: all but many, the rows of "
-                             "1,000 connections)")
+    command = options.Command(parser, FULL, default_only=",".join(DEFAULT_GROUPS),
+                              only_help="groups (tcp, pipe, unix, udp, http, many: the "
+                                        "rows of 1,000 connections)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="do not measure the C server")
-    parser.add_argument("--baseline-rounds", type=int,
+    parser.add_argument("--baseline-rounds", type=int, metavar="N",
                         help="rounds of the C server per row (default 2, or 1 with --quick; "
                              "it is a check on the load generator, not a contestant)")
-    parser.add_argument("--no-pin", action="store_true", help="do not pin to CPUs")
-    parser.add_argument("--require", default="",
-                        help="comma-separated loops that must be available (exit 2 if not)")
-    parser.add_argument("--json", metavar="FILE",
-                        help="also write every round's figures as JSON (the bench's --json)")
-    parser.add_argument("--list", action="store_true", help="list the rows and exit")
     args = parser.parse_args(argv)
 
+    chosen = command.select(args, ROWS, GROUPS)
     if args.list:
-        for row in ROWS.values():
-            print(report.list_line(row.id, " ", row.doc))
-        return 0
-    loop_names = suite.parse_loops(parser, args.loops)
-    required = suite.parse_loops(parser, args.require, "--require")
-    try:
-        rows = suite.select_rows(args.rows, False, ROWS, GROUPS)
-    except ValueError as exc:
-        parser.error(str(exc))
-    # More short rounds rather than few long ones: on a shared machine the
-    # noise comes in bursts, which a median over rounds absorbs.
-    rounds = args.rounds or (2 if args.quick else 4)
-    duration = args.duration or (0.25 if args.quick else 1.0)
-    warmup = args.warmup if args.warmup is not None else (0.1 if args.quick else 0.2)
-    if rounds < 1 or duration <= 0 or warmup < 0:
-        parser.error("--rounds, --duration and --warmup must be positive")
+        return options.list_rows(chosen)
+    # Usage errors before building anything (command.run checks them again).
+    command.loops(args)
+    command.check_outputs(args)
+    rounds = command.settings(args).rounds
 
     if not shutil.which("gcc"):
         print("gcc not found: the load generator is built from C at run time", file=sys.stderr)
@@ -378,7 +365,6 @@ def main(argv: list[str] | None = None) -> int:
         pin = procs.Pinning(False, "taskset not found")
     else:
         pin = procs.Pinning()
-    settings = suite.Settings(args.quick, rounds, duration, warmup, pin)
 
     baseline_rounds = args.baseline_rounds or (1 if args.quick else 2)
     baseline_rounds = 0 if args.no_baseline else min(baseline_rounds, rounds)
@@ -398,14 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="minloop-net-")
     tools = Tools(bins, workdir, pin)
     try:
-        return suite.run_script(
-            rows, loop_names, settings, required=required,
+        return command.run(
+            args, chosen, pin=pin,
             measure=lambda row, name, settings: measure(row, name, settings, tools),
             extra=[BASELINE] if baseline_rounds else [], rounds_of=rounds_of,
-            header=header, notes=notes, json_path=args.json)
+            header=header, notes=notes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options.quiet_on_broken_pipe(main))

@@ -7,7 +7,8 @@
 The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
 -> sock_sendall loop, `protocol` an asyncio.Protocol) on minloop (or another
-loop with --loop); its clients are a plain Python process started with exec,
+loop with --loop: a name python -m minloop bench --loops knows, or
+module:factory); its clients are a plain Python process started with exec,
 so valgrind does not follow it: only the server's instructions are counted.
 `callgrind_annotate --auto=no` on both files, subtracted function by
 function, tells whose instructions they are (the interpreter's, asyncio's C
@@ -18,7 +19,6 @@ little about a change of a few hundred instructions; these counts do.
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 
 # An in-place build lives in the repository root; an installed minloop wins.
@@ -87,10 +87,16 @@ def main():
                         default="streams")
     parser.add_argument("--round-trips", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--loop", choices=("minloop", "asyncio", "uvloop", "rloop"),
-                        default="minloop")
+    parser.add_argument("--loop", default="minloop",
+                        help="the server's loop: a known name (" + ", ".join(loops.NAMES)
+                             + ") or module:factory (default: %(default)s)")
     args = parser.parse_args()
-    loop = loops.factory(args.loop)()
+    try:
+        loop = loops.factory(loops.parse(args.loop))()
+    except ValueError as exc:
+        parser.error(f"--loop: {exc}")
+    except loops.Unavailable as exc:
+        sys.exit(f"{args.loop}: {exc}")
     try:
         loop.run_until_complete(_main(args.kind, args.connections, args.round_trips))
     finally:

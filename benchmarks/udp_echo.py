@@ -6,16 +6,16 @@ each answer arrives, until N answers have come back in all.  Server and
 clients are protocol-level (no tasks or futures per datagram), so the time is
 the transport's and the loop's.
 
-    python benchmarks/udp_echo.py [--rounds 5] [--n 200000] [--size 64]
-                                  [--clients 1,10] [--window 1]
-                                  [--loops asyncio,minloop,uvloop] [--json FILE]
+    python benchmarks/udp_echo.py [--n 200000] [--size 64] [--clients 1,10]
+                                  [--window 1] [--only ROWS] [--quick] [--rounds 5]
+                                  [--loops asyncio,minloop,...] [--json FILE]
 
 A row per client count, udp-inproc-<size>b-s<clients> (-w<window> where
 more than one datagram is in flight): what this script measures differently
 from the bench's udp-* rows (a server process and a load generator in
 another) is the one process holding both ends.  Each measurement runs in a
-fresh interpreter; the rounds, medians, ratios and report are the bench's
-(minloop/bench/suite.py): round trips per second of wall time in the table
+fresh interpreter; the rounds, medians, ratios, report and options are the
+bench's (minloop/bench/runner.py, options.py; --quick: a fifth of --n): round trips per second of wall time in the table
 (minloop's over the other loop's: above 1, minloop is faster), the
 process's CPU time for the whole run in the details (user + system: the
 kernel's loopback work runs in the sending syscall, so on a busy machine
@@ -34,7 +34,8 @@ import time
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from minloop.bench import loops, procs, suite  # noqa: E402
+from minloop.bench import loops, options, procs, rows as rows_module  # noqa: E402
+from minloop.bench.options import Settings  # noqa: E402
 
 
 class Echo(asyncio.DatagramProtocol):
@@ -101,26 +102,29 @@ def child(loop_name: str, n: int, clients: int, window: int, size: int) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu}))
 
 
-def measure(row: suite.Row, loop_name: str, settings: suite.Settings) -> dict:
+def measure(row: rows_module.Row, loop_name: str, settings: Settings) -> dict:
     """One run in a fresh interpreter: the bench's sample (rate: round trips/s)."""
+    n = rows_module.other_size(row, settings.quick)
     answer = procs.run_json([sys.executable, __file__, "--child", loop_name, str(row.conns),
-                             "--n", str(row.n), "--size", str(row.size),
+                             "--n", str(n), "--size", str(row.size),
                              "--window", str(row.depth)], settings.timeout)
     if "error" in answer:
         return answer
-    return dict(answer, rate=row.n / answer["seconds"], problems=[])
+    return dict(answer, rate=n / answer["seconds"], problems=[])
+
+
+# Without --quick: 5 rounds.
+FULL = options.Profile(rounds=5)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--n", type=int, default=200_000)
-    ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--clients", default="1,10")
-    ap.add_argument("--window", type=int, default=1)
-    ap.add_argument("--loops", default="asyncio,minloop,uvloop")
-    ap.add_argument("--json", metavar="FILE",
-                    help="also write every round's figures as JSON (the bench's --json)")
+    ap = options.Parser(description=__doc__.split("\n\n")[0])
+    command = options.Command(ap, FULL, timed=False, pinned=False,
+                              only_help="of the rows --clients makes")
+    ap.add_argument("--n", type=int, default=200_000, help="round trips per run")
+    ap.add_argument("--size", type=int, default=64, help="datagram size in bytes")
+    ap.add_argument("--clients", default="1,10", help="client endpoint counts, a row each")
+    ap.add_argument("--window", type=int, default=1, help="datagrams in flight per client")
     ap.add_argument("--child", nargs=2, metavar=("LOOP", "CLIENTS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -130,20 +134,20 @@ def main(argv: list[str] | None = None) -> int:
         clients = [int(c) for c in args.clients.split(",")]
     except ValueError:
         ap.error("--clients takes comma-separated numbers")
-    if min([args.rounds, args.n, args.size, args.window] + clients) < 1:
-        ap.error("--rounds, --n, --size, --window and --clients must be at least 1")
+    if min([args.n, args.size, args.window] + clients) < 1:
+        ap.error("--n, --size, --window and --clients must be at least 1")
 
-    names = suite.parse_loops(ap, args.loops)
+    n = args.n  # --quick: a fifth of it (measure())
     window = f"-w{args.window}" if args.window > 1 else ""
-    rows = [suite.Row(f"udp-inproc-{args.size}b-s{c}{window}", "other",
-                      f"{args.n} round trips of {args.size}-byte datagrams, {c} client "
-                      f"endpoint(s) with {args.window} in flight each, server and clients "
-                      f"in one loop", False, kind="udp-inproc", n=args.n, conns=c,
-                      size=args.size, depth=args.window, per="round trips")
-            for c in clients]
-    settings = suite.Settings(False, args.rounds, 0.0, 0.0, procs.Pinning(False, "not pinned"))
-    return suite.run_script(rows, names, settings, measure=measure, json_path=args.json)
+    table = [rows_module.Row(f"udp-inproc-{args.size}b-s{c}{window}", "other",
+                             f"{n} round trips of {args.size}-byte datagrams, {c} client "
+                             f"endpoint(s) with {args.window} in flight each, server and "
+                             f"clients in one loop", True, kind="udp-inproc", n=n, conns=c,
+                             size=args.size, depth=args.window, per="round trips")
+             for c in clients]
+    return command.run(args, command.select(args, table), measure=measure,
+                       pin=procs.Pinning(False, "not pinned"))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(options.quiet_on_broken_pipe(main))

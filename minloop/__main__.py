@@ -11,9 +11,11 @@ minloop's event loop policy installed first, so asyncio.run(),
 asyncio.Runner() and asyncio.new_event_loop() make minloop loops; everything
 after the script or -m MODULE is the program's (see minloop/_cli_run.py).
 
-``bench`` measures minloop side by side with asyncio's loop, uvloop and rloop
-(those installed): loop-core workloads and network servers, each run in a
-fresh process; see minloop/bench/.
+``bench`` measures minloop side by side with asyncio's loop, uvloop, rloop,
+zuvloop, rsloop, talyn or any loop given as module:factory (those
+installed): loop-core workloads and network servers, each run in a fresh
+process; see minloop/bench/.  ``info`` and ``bench`` end quietly when their
+reader closes stdout (``... | head -1``), as Unix tools do.
 """
 
 import argparse
@@ -150,8 +152,8 @@ def cmd_info(args):
 
 
 def cmd_bench(args):
-    from .bench import suite
-    return suite.main(args, args.bench_parser)
+    from .bench import cli
+    return cli.main(args, args.bench_command)
 
 
 def build_parser():
@@ -182,19 +184,25 @@ def build_parser():
     run.add_argument("args", nargs="*", metavar="ARGS", help="the program's arguments")
     parser.run_parser = run
 
-    bench = sub.add_parser(
-        "bench", help="minloop side by side with asyncio, uvloop and rloop",
-        description="Benchmark minloop against asyncio's loop, uvloop and rloop (those "
-                    "installed): loop-core workloads (call_soon, timers, tasks) and "
-                    "network servers (TCP echo over Protocol and streams, HTTP on "
-                    "httptools), every run in a fresh process, medians over rounds.",
+    from .bench import cli, loops, options
+    # Listed here for the top-level help; main() parses bench's arguments with
+    # its own parser, so that its usage errors are its own (one line each).
+    sub.add_parser("bench", help="minloop side by side with asyncio, uvloop, rloop and "
+                                 "others", add_help=False)
+    bench = options.Parser(
+        prog="python -m minloop bench",
+        description="Benchmark minloop against asyncio's loop and other loops ("
+                    + ", ".join(n for n in loops.NAMES if n not in ("asyncio", "minloop"))
+                    + ", any module:factory; those installed): loop-core workloads "
+                    "(call_soon, timers, tasks) and network servers (TCP echo over "
+                    "Protocol and streams, HTTP on httptools), every run in a fresh "
+                    "process, medians over rounds.",
         epilog="Exit status: 0; 1 if minloop failed or misbehaved on a row (n/a is not "
                "a failure); 2 on a usage error (including a --json/--plot path, format "
                "or plotting library that is checked and refused before measuring); "
                "130 after Ctrl-C, with the finished rounds reported.")
-    from .bench import suite
-    suite.add_arguments(bench)
-    bench.set_defaults(bench_parser=bench)
+    bench.set_defaults(bench_command=cli.add_arguments(bench))
+    parser.bench_parser = bench
     return parser
 
 
@@ -202,11 +210,19 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     if argv[:1] == ["run"]:
+        # The program's own output: a broken pipe is its to handle, as under python.
         from . import _cli_run
         return _cli_run.main(argv[1:], parser.run_parser)
+    from .bench.options import quiet_on_broken_pipe
+    return quiet_on_broken_pipe(lambda: _command(parser, argv))
+
+
+def _command(parser, argv):
+    if argv[:1] == ["bench"]:
+        args = parser.bench_parser.parse_args(argv[1:])
+        return cmd_bench(args)
     args = parser.parse_args(argv)
-    handler = {"info": cmd_info, "bench": cmd_bench}[args.command]
-    return handler(args)
+    return {"info": cmd_info}[args.command](args)
 
 
 if __name__ == "__main__":

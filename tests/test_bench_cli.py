@@ -4,6 +4,7 @@ Reduced sets (one round, tiny network windows, tiny sizes): these check that
 the pieces fit and what the command prints, never how fast anything is.
 """
 
+import importlib.util
 import io
 import json
 import os
@@ -13,7 +14,8 @@ import sys
 import pytest
 
 import minloop
-from minloop.bench import loops, procs, report, suite, workloads
+from minloop.bench import loops, measure, options, procs, report, runner, workloads
+from minloop.bench.rows import ROWS, Row, core_size, other_size, select_rows
 
 # These start interpreters, servers and load generators: seconds each on a
 # quiet machine, more on a shared one.
@@ -200,6 +202,36 @@ def test_bench_shows_the_servers_user_cpu_where_measured():
     assert "user CPU per round trip" not in report.details(results, ['asyncio', 'minloop'])
 
 
+def test_user_cpu_is_pooled_over_rounds_and_says_what_it_is_good_to(monkeypatch):
+    # Three short windows of a server that ran 20 ms in each: /proc gave
+    # 0, 10 and 20 ms of user time (10 ms units).  The median of the rounds'
+    # figures would be one of them; pooled, it is their sum over all the
+    # round trips, with an error bound that says it is rough.
+    monkeypatch.setattr(procs, '_tick_hz', [(250, True)])
+
+    def cell(windows):
+        samples = [{'rate': 1.0, 'round': i + 1, 'round_trips': 2000, 'server_cpu': run,
+                    'server_user_cpu': user, 'server_us': run / 2000 * 1e6,
+                    'server_user_us': user / 2000 * 1e6}
+                   for i, (user, run) in enumerate(windows)]
+        c = {'samples': samples, 'errors': [], 'problems': [], 'na': None}
+        runner.summarise(c)
+        return c
+
+    short = cell([(0.0, 0.02), (0.01, 0.02), (0.02, 0.02)])
+    assert short['median']['server_user_us'] == pytest.approx(0.03 / 6000 * 1e6)
+    assert short['user_err'] > 0.5
+    long = cell([(0.5, 1.0)] * 4)
+    assert long['user_err'] == pytest.approx(2 * (0.25 * 4 / 250 + 4e-4 / 6) ** 0.5 / 2)
+    assert long['user_err'] < 0.1
+    entry = _net_entry(0.5)
+    entry['cells'] = {'asyncio': long, 'minloop': short}
+    text = report.details({'row-a': entry}, ['asyncio', 'minloop'])
+    table = text[text.index('user CPU per round trip'):]
+    assert table_line(table, 'row-a').split() == ['row-a', '250.00', '5.00~']
+    assert 'good to within' in ' '.join(table.split()) and '250 Hz' in table
+
+
 # --- the scale rows' workloads, at tiny sizes ---------------------------------
 
 SMOKE_LOOPS = ('asyncio', 'minloop')
@@ -257,10 +289,10 @@ def asyncio_loop_type():
 def test_scale_rows_run_whole_in_every_profile():
     for rid in ('tasks-100k-sleep2', 'timers-200k-cancel-half', 'timers-200k-fire',
                 'callbacks-1m-chains100', 'tasks-100k-gather'):
-        row = suite.ROWS[rid]
+        row = ROWS[rid]
         assert row.group == 'scale'
-        assert suite.core_size(row, quick=True) == suite.core_size(row, quick=False) == row.n
-    assert suite.ROWS['timers-1k-fire'].n == 1000
+        assert core_size(row, quick=True) == core_size(row, quick=False) == row.n
+    assert ROWS['timers-1k-fire'].n == 1000
 
 
 def test_bench_scale_row_reports_collections():
@@ -279,7 +311,7 @@ def _scale_entry(workload, n, rid):
         sample = workloads.measure(workloads.WORKLOADS[workload], loops.factory(name), n)
         sample.update(rate=n / sample['seconds'], round=1)
         cell = {'samples': [sample], 'errors': [], 'problems': [], 'na': None}
-        suite.summarise(cell)
+        runner.summarise(cell)
         cells[name] = cell
     entry = {'row': {'group': 'scale', 'unit': 'timers/s'}, 'cells': cells}
     entry['ratios'] = report.ratios(entry)
@@ -363,6 +395,10 @@ def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
     interrupted = [line for line in stderr.splitlines() if line.startswith('interrupted')]
     assert len(interrupted) == 1
     assert table_line(stdout, 'call_soon_chain')
+    # The report says so before the table, as the header said "median of 2 rounds".
+    report_start = stdout.index('INTERRUPTED after')
+    assert report_start < stdout.index('call_soon_chain ')
+    assert 'medians below are of the rounds that finished' in ' '.join(stdout.split())
     data = json.loads(out.read_text())
     assert data['environment']['interrupted'] is True
     for loop_name in ('asyncio', 'minloop'):
@@ -371,6 +407,47 @@ def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
     pingpong = data['rows'].get('sleep0_pingpong', {'cells': {}})['cells']
     assert sum(len(c['samples']) for c in pingpong.values()) < 4
     assert all(not c['errors'] for c in pingpong.values())
+
+
+def test_an_interrupted_row_is_marked_short_of_rounds(tmp_path):
+    # Ctrl-C during round 2 of the second row, after asyncio's run: minloop
+    # has 1 of its 2 rounds there, asyncio 2.
+    calls = []
+
+    def measure(row, name, settings):
+        calls.append((row.id, name))
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        # Rates that drift with time: the median of the medians then lies
+        # outside the range of the paired rounds' ratios (the plot's whiskers).
+        return {'rate': (100.0 if name == 'asyncio' else 200.0) * 1.1 ** len(calls),
+                'problems': []}
+
+    rows = [ROWS['call_soon_chain'], ROWS['sleep0_pingpong'], ROWS['call_at_churn']]
+    settings = options.Settings(False, 2, 0.0, 0.0, procs.Pinning(False))
+    progress = report.Progress(runner.runs(rows, ['asyncio', 'minloop'], 2),
+                               stream=io.StringIO())
+    results = {}
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_rows(rows, ['asyncio', 'minloop'], settings, progress, results, measure)
+    assert list(results) == ['call_soon_chain', 'sleep0_pingpong']
+    table = report.table(results, ['asyncio', 'minloop'])
+    assert [c[-1].isdigit() for c in table_line(table, 'call_soon_chain').split()[1:3]] \
+        == [True, True]
+    cells = table_line(table, 'sleep0_pingpong').split()[1:3]
+    assert cells[0][-1].isdigit() and cells[1][-1] == '<'  # asyncio had its 2 rounds
+    line = report.interrupted_line(results, progress.done, progress.total)
+    assert 'INTERRUPTED after 7 of 12 runs' in line
+    assert 'sleep0_pingpong (1 of 2)' in line and 'call_soon_chain (' not in line
+    assert "'<': fewer rounds than planned" in report.notes(results, ['asyncio', 'minloop'],
+                                                            settings)
+    data = results['sleep0_pingpong']['cells']['minloop']
+    assert (data['runs'], data['planned']) == (1, 2)
+    if importlib.util.find_spec('matplotlib'):
+        png = tmp_path / 'short.png'
+        report.plot(str(png), results, ['asyncio', 'minloop'],
+                    {'rounds': 2, 'interrupted': True})
+        assert png.stat().st_size > 0
 
 
 # --- the notes say what the pinning allowed ------------------------------------
@@ -402,16 +479,16 @@ def test_pinning_knows_when_both_processes_share_one_cpu():
 
 # --- memory and many-connection rows, at tiny sizes ----------------------------
 
-TINY = suite.Settings(quick=True, rounds=1, duration=0.05, warmup=0.02,
+TINY = options.Settings(quick=True, rounds=1, duration=0.05, warmup=0.02,
                       pin=procs.Pinning(False))
 
 
 @pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
 def test_idle_connection_memory_row_measures_the_server(loop_name, monkeypatch):
-    monkeypatch.setattr(suite, 'SETTLE', 0.05)
-    row = suite.Row('idle-tcp-c200', 'memory', 'tiny', False, kind='protocol', conns=200,
+    monkeypatch.setattr(measure, 'SETTLE', 0.05)
+    row = Row('idle-tcp-c200', 'memory', 'tiny', False, kind='protocol', conns=200,
                     lower_better=True)
-    answer = suite.measure_idle(row, loop_name, TINY)
+    answer = measure.measure_idle(row, loop_name, TINY)
     assert 'error' not in answer and 'na' not in answer, answer
     assert answer['conns'] == 200 and answer['problems'] == []
     assert answer['rss_after'] > answer['rss_before'] > 0
@@ -424,11 +501,11 @@ def test_idle_connection_rows_need_the_open_file_limit(monkeypatch):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY:
         pytest.skip('no hard limit on open files')
-    row = suite.Row('idle-tcp-huge', 'memory', 'tiny', False, kind='protocol', conns=hard)
-    answer = suite.measure_idle(row, 'asyncio', TINY)
+    row = Row('idle-tcp-huge', 'memory', 'tiny', False, kind='protocol', conns=hard)
+    answer = measure.measure_idle(row, 'asyncio', TINY)
     assert 'ulimit -Hn' in answer['na']
-    assert 'ulimit -Hn' in suite.measure_net(
-        suite.Row('tcp-huge', 'net', 'tiny', False, kind='protocol', conns=hard),
+    assert 'ulimit -Hn' in measure.measure_net(
+        Row('tcp-huge', 'net', 'tiny', False, kind='protocol', conns=hard),
         'asyncio', TINY)['na']
 
 
@@ -438,9 +515,9 @@ def test_idle_connection_rows_need_the_open_file_limit(monkeypatch):
 def test_many_connection_rows_run(kind, mode, loop_name):
     if mode == 'http':
         pytest.importorskip('httptools')
-    row = suite.Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
+    row = Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
                     min_duration=0.1)
-    answer = suite.measure_net(row, loop_name, TINY)
+    answer = measure.measure_net(row, loop_name, TINY)
     assert 'error' not in answer and 'na' not in answer, answer
     assert answer['round_trips'] > 300  # every connection answered at least once
     assert answer['problems'] == []
@@ -456,7 +533,7 @@ def test_the_standard_rows_follow_one_naming_scheme():
     import re
     # The core rows keep the workload names README.md cites.
     scheme = re.compile(r'^[a-z0-9]+(-[a-z0-9]+)+$')
-    for row in suite.ROWS.values():
+    for row in ROWS.values():
         if row.group != 'core':
             assert scheme.match(row.id), row.id
             assert len(row.id) <= 23, row.id  # the table's first column
@@ -468,7 +545,7 @@ def test_the_standard_rows_follow_one_naming_scheme():
 @pytest.mark.parametrize('rid', ['unix-protocol-1k-c16', 'udp-1k-s10', 'tcp-sock-1k-c16',
                                  'tcp-buffered-64k-c1', 'pipe-streams-32x1k-c16'])
 def test_readme_network_rows_run(rid, loop_name):
-    answer = suite.measure_net(suite.ROWS[rid], loop_name, TINY)
+    answer = measure.measure_net(ROWS[rid], loop_name, TINY)
     assert 'error' not in answer and 'na' not in answer, answer
     assert answer['round_trips'] > 0 and answer['problems'] == []
 
@@ -486,7 +563,7 @@ def test_full_profile_covers_the_readme_network_table():
     ids = [line.split('|')[1].strip() for line in table.splitlines()
            if line.startswith('| ') and not line.startswith('| row')]
     assert ids
-    full = {row.id for row in suite.select_rows(None, quick=False)}
+    full = {row.id for row in select_rows(None, quick=False)}
     assert set(ids) <= full, set(ids) - full
 
 
@@ -505,38 +582,38 @@ def test_a_child_killed_by_ctrl_c_interrupts_the_run_not_fails_a_round():
 
 MiB = 1024 * 1024
 TINY_OTHER = {
-    'tls': suite.Row('tls-1k-c2', 'other', 'tiny', False, kind='tls', conns=2, size=1024),
-    'spawn': suite.Row('spawn-8-sequential', 'other', 'tiny', False, kind='spawn', n=8,
+    'tls': Row('tls-1k-c2', 'other', 'tiny', False, kind='tls', conns=2, size=1024),
+    'spawn': Row('spawn-8-sequential', 'other', 'tiny', False, kind='spawn', n=8,
                        per='processes'),
-    'spawn-at': suite.Row('spawn-8-at4-pipes', 'other', 'tiny', False, kind='spawn', n=8,
+    'spawn-at': Row('spawn-8-at4-pipes', 'other', 'tiny', False, kind='spawn', n=8,
                           at_once=4, mode='pipes', per='processes'),
-    'sendfile': suite.Row('sendfile-2m', 'other', 'tiny', False, kind='sendfile',
+    'sendfile': Row('sendfile-2m', 'other', 'tiny', False, kind='sendfile',
                           size=2 * MiB, per='MB'),
-    'ospipe': suite.Row('ospipe-2m-64k', 'other', 'tiny', False, kind='ospipe', size=2 * MiB,
+    'ospipe': Row('ospipe-2m-64k', 'other', 'tiny', False, kind='ospipe', size=2 * MiB,
                         chunk=64 * 1024, per='MiB'),
 }
 
 
 def test_other_rows_are_in_the_full_profile_not_in_quick():
-    other = [row.id for row in suite.ROWS.values() if row.group == 'other']
+    other = [row.id for row in ROWS.values() if row.group == 'other']
     assert other == ['tls-1k-c1', 'tls-1k-c16', 'tls-64k-c1', 'tls-64k-c16',
                      'spawn-300-sequential', 'spawn-300-at50', 'sendfile-100m',
                      'ospipe-100m-64k']
-    assert set(other) <= {row.id for row in suite.select_rows(None, quick=False)}
-    assert not set(other) & {row.id for row in suite.select_rows(None, quick=True)}
-    assert [row.id for row in suite.select_rows('other', quick=False)] == other
-    units = {rid: suite.ROWS[rid].unit for rid in other}
+    assert set(other) <= {row.id for row in select_rows(None, quick=False)}
+    assert not set(other) & {row.id for row in select_rows(None, quick=True)}
+    assert [row.id for row in select_rows('other', quick=False)] == other
+    units = {rid: ROWS[rid].unit for rid in other}
     assert units['tls-1k-c1'] == 'round trips/s' and units['spawn-300-at50'] == 'processes/s'
     assert units['sendfile-100m'] == 'MB/s' and units['ospipe-100m-64k'] == 'MiB/s'
     # The pipelined TCP rows keep 'pipe-': the os.pipe() row is not among them.
-    assert 'ospipe-100m-64k' not in {r.id for r in suite.select_rows('pipe', quick=False)}
+    assert 'ospipe-100m-64k' not in {r.id for r in select_rows('pipe', quick=False)}
 
 
 def test_other_rows_shrink_with_quick_only():
-    row = suite.ROWS['sendfile-100m']
-    assert suite.other_size(row, quick=False) == 100 * MiB
-    assert suite.other_size(row, quick=True) == 20 * MiB
-    assert suite.other_size(suite.ROWS['spawn-300-sequential'], quick=True) == 60
+    row = ROWS['sendfile-100m']
+    assert other_size(row, quick=False) == 100 * MiB
+    assert other_size(row, quick=True) == 20 * MiB
+    assert other_size(ROWS['spawn-300-sequential'], quick=True) == 60
 
 
 @pytest.mark.parametrize('loop_name', SMOKE_LOOPS)
@@ -544,9 +621,9 @@ def test_other_rows_shrink_with_quick_only():
 def test_other_rows_run(what, loop_name):
     if what == 'tls' and not sys.platform.startswith('linux'):
         pytest.skip('the TLS load generator uses select.epoll')
-    settings = suite.Settings(quick=False, rounds=1, duration=0.05, warmup=0.02,
+    settings = options.Settings(quick=False, rounds=1, duration=0.05, warmup=0.02,
                               pin=procs.Pinning(False))
-    answer = suite.measure_other(TINY_OTHER[what], loop_name, settings)
+    answer = measure.measure_other(TINY_OTHER[what], loop_name, settings)
     assert 'error' not in answer and 'na' not in answer, answer
     assert answer['rate'] > 0 and answer['problems'] == []
     if what == 'tls':
@@ -587,15 +664,15 @@ def _loop_or_skip(name):
 
 def test_tls_row_is_na_on_rloop():
     _loop_or_skip('rloop')
-    settings = suite.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
-    answer = suite.measure_other(TINY_OTHER['tls'], 'rloop', settings)
+    settings = options.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
+    answer = measure.measure_other(TINY_OTHER['tls'], 'rloop', settings)
     assert 'NotImplementedError' in answer['na']
 
 
 def test_sendfile_row_measures_uvloops_fallback():
     _loop_or_skip('uvloop')
-    settings = suite.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
-    answer = suite.measure_other(TINY_OTHER['sendfile'], 'uvloop', settings)
+    settings = options.Settings(False, 1, 0.05, 0.02, procs.Pinning(False))
+    answer = measure.measure_other(TINY_OTHER['sendfile'], 'uvloop', settings)
     assert answer['how'] == 'read+write' and answer['rate'] > 0, answer
 
 
@@ -625,7 +702,7 @@ def test_report_marks_a_sendfile_sent_with_read_and_write():
     def cell(how, cpu):
         c = {'samples': [{'rate': 100.0, 'cpu': cpu, 'how': how, 'round': 1}],
              'errors': [], 'problems': [], 'na': None}
-        suite.summarise(c)
+        runner.summarise(c)
         return c
 
     entry = {'row': {'group': 'other', 'kind': 'sendfile', 'unit': 'MB/s'},
@@ -644,7 +721,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
     ('subprocess_spawn.py', ['--n', '6', '--concurrency', '3', '--rounds', '1'],
      ['spawn-6-sequential', 'spawn-6-at3']),
     ('sendfile_bench.py', ['--size-mb', '2', '--rounds', '1'], ['sendfile-2m']),
-    ('compare.py', ['--quick', '--rounds', '1', '--workloads', 'call_soon_chain,timers_fire_due'],
+    ('compare.py', ['--quick', '--rounds', '1', '--only', 'call_soon_chain,timers_fire_due'],
      ['call_soon_chain', 'timers_fire_due']),
     ('udp_echo.py', ['--rounds', '1', '--n', '500', '--clients', '1,3', '--window', '2'],
      ['udp-inproc-64b-s1-w2', 'udp-inproc-64b-s3-w2']),
@@ -671,13 +748,13 @@ def test_run_rows_takes_a_scripts_measure_and_a_baseline_in_some_rounds():
         rate = {'asyncio': 100.0, 'minloop': 200.0, 'c-server': 400.0}[name]
         return {'rate': rate, 'server_us': 1e6 / rate, 'problems': []}
 
-    rows = [suite.ROWS['tcp-protocol-1k-c1'], suite.ROWS['udp-1k-s1']]
+    rows = [ROWS['tcp-protocol-1k-c1'], ROWS['udp-1k-s1']]
     names = ['asyncio', 'minloop', 'c-server']
     rounds_of = {'c-server': {1, 3}}
-    settings = suite.Settings(False, 4, 0.0, 0.0, procs.Pinning(False))
-    total = suite.runs(rows, names, 4, rounds_of)
+    settings = options.Settings(False, 4, 0.0, 0.0, procs.Pinning(False))
+    total = runner.runs(rows, names, 4, rounds_of)
     progress = report.Progress(total, stream=io.StringIO())
-    results = suite.run_rows(rows, names, settings, progress, {}, measure, rounds_of)
+    results = runner.run_rows(rows, names, settings, progress, {}, measure, rounds_of)
     assert total == len(seen) == progress.done == 2 * (4 + 4 + 2)
     cells = results['tcp-protocol-1k-c1']['cells']
     assert [s['round'] for s in cells['c-server']['samples']] == [1, 3]
@@ -687,27 +764,222 @@ def test_run_rows_takes_a_scripts_measure_and_a_baseline_in_some_rounds():
     assert table_line(table, 'tcp-protocol-1k-c1').split() == ['tcp-protocol-1k-c1', '100',
                                                                '200', '400', '2.00x']
     # The summary: the net group, and README's TCP echo rows apart.
-    text = report.summary(results, names, suite.SUMMARY_SUBSETS)
+    text = report.summary(results, names, runner.SUMMARY_SUBSETS)
     assert '2.00x vs asyncio (2.00x by CPU) (2 rows)' in ' '.join(text.split())
     assert any(line.split()[:2] == ['tcp', 'echo'] and '(1 row)' in line
                for line in text.splitlines())
 
 
 def test_select_rows_over_a_scripts_rows_and_groups():
-    rows = {rid: r for rid, r in suite.ROWS.items() if rid.startswith(('tcp-', 'udp-'))}
+    rows = {rid: r for rid, r in ROWS.items() if rid.startswith(('tcp-', 'udp-'))}
     groups = {'udp': [rid for rid in rows if rid.startswith('udp-')]}
-    chosen = suite.select_rows('udp,tcp-sock-1k', False, rows, groups)
+    chosen = select_rows('udp,tcp-sock-1k', False, rows, groups)
     assert [r.id for r in chosen] == ['tcp-sock-1k-c1', 'tcp-sock-1k-c16', 'udp-1k-s1',
                                       'udp-1k-s10']
     with pytest.raises(ValueError, match='no row matches'):
-        suite.select_rows('http', False, rows, groups)
+        select_rows('http', False, rows, groups)
 
 
 def test_script_loop_names_are_checked_as_usage_errors():
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    assert suite.parse_loops(parser, ' asyncio, minloop ') == ['asyncio', 'minloop']
-    assert suite.parse_loops(parser, '', '--require') == []
+    parser = options.Parser()
+    command = options.Command(parser, options.Profile(1))
+    assert command._parse_loops(' asyncio, minloop ', '--loops') == ['asyncio', 'minloop']
+    assert command._parse_loops('', '--require') == []
     with pytest.raises(SystemExit):
-        suite.parse_loops(parser, 'asyncio,tokio')
+        command._parse_loops('asyncio,tokio', '--loops')
+
+
+# --- every entry point: the same options, --help and a tiny --only run -------
+
+# (script, its own arguments for a tiny run, the --only it runs, the row ids)
+ENTRY_POINTS = [
+    ('-m minloop bench', list(BENCH_FAST), 'call_soon', ['call_soon_chain', 'call_soon_wide',
+                                                         'call_soon_threadsafe']),
+    ('compare.py', ['--quick', '--rounds', '1'], 'call_soon_chain', ['call_soon_chain']),
+    ('tls_echo.py', ['--rounds', '1', '--duration', '0.1', '--warmup', '0.05', '--sizes',
+                     '1024', '--conns', '1,2'], 'tls-1k-c2', ['tls-1k-c2']),
+    ('udp_echo.py', ['--rounds', '1', '--n', '300', '--clients', '1,2'],
+     'udp-inproc-64b-s2', ['udp-inproc-64b-s2']),
+    ('pipe_throughput.py', ['--mb', '1', '--rounds', '1'], 'ospipe', ['ospipe-1m-64k']),
+    ('sendfile_bench.py', ['--size-mb', '1', '--rounds', '1'], 'sendfile',
+     ['sendfile-1m']),
+    ('subprocess_spawn.py', ['--n', '4', '--rounds', '1'], '*-sequential',
+     ['spawn-4-sequential']),
+    ('net_compare.py', ['--quick', '--rounds', '1', '--no-baseline'], 'tcp-protocol-1k-c1',
+     ['tcp-protocol-1k-c1']),
+]
+SHARED = ('--only', '--quick', '--list', '--loops', '--require', '--rounds', '--timeout',
+          '--json', '--plot')
+
+
+def entry_argv(script):
+    if script.startswith('-m '):
+        return [sys.executable, *script.split()]
+    path = os.path.join(BENCHMARKS, script)
+    if not os.path.exists(path):
+        pytest.skip('no benchmarks/ (an installed package)')
+    return [sys.executable, path]
+
+
+@pytest.mark.parametrize('script', [e[0] for e in ENTRY_POINTS] + ['server_instructions.py'])
+def test_entry_point_help_names_the_shared_options(script):
+    proc = subprocess.run([*entry_argv(script), '--help'], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    if script == 'server_instructions.py':  # one server under callgrind: no rows
+        assert '--loop' in proc.stdout and 'module:factory' in proc.stdout
+        return
+    for option in SHARED:
+        assert option in proc.stdout, option
+    assert '--rows' not in proc.stdout and '--workloads' not in proc.stdout
+    # One meaning of --quick everywhere.
+    assert ' '.join(options.QUICK_HELP.split()) in ' '.join(proc.stdout.split())
+
+
+@pytest.mark.parametrize('script,args,only,ids', ENTRY_POINTS)
+def test_entry_point_runs_the_rows_only_names(script, args, only, ids, tmp_path):
+    if script == 'net_compare.py':
+        import shutil
+        if not (sys.platform.startswith('linux') and shutil.which('gcc')):
+            pytest.skip('net_compare.py needs Linux and gcc')
+    if script == 'tls_echo.py' and not sys.platform.startswith('linux'):
+        pytest.skip('the TLS load generator uses select.epoll')
+    argv = [*entry_argv(script), *args, '--loops', 'asyncio,minloop', '--only', only]
+    listed = subprocess.run([*argv, '--list'], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()
+            if line and not line.startswith((' ', '*'))] == ids
+    out = tmp_path / 'run.json'
+    proc = subprocess.run([*argv, '--json', str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list(json.loads(out.read_text())['rows']) == ids
+    for rid in ids:
+        line = table_line(proc.stdout, rid)
+        assert 'FAILED' not in line and line.split()[-1].endswith('x'), line
+
+
+@pytest.mark.parametrize('script', ['-m minloop bench', 'compare.py', 'udp_echo.py'])
+def test_entry_point_usage_errors_are_one_line(script):
+    proc = subprocess.run([*entry_argv(script), '--quik'], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ''
+    (line,) = proc.stderr.splitlines()
+    assert 'unrecognized arguments: --quik' in line and 'did you mean --quick?' in line
+    proc = subprocess.run([*entry_argv(script), '--only', 'nosuchrow,call_son_chain'],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "no row matches 'nosuchrow'" in line and '--list' in line
+
+
+def test_only_names_the_unknown_item_and_its_close_matches():
+    with pytest.raises(ValueError) as info:
+        select_rows('call_soon_chain,tcp-protcol-1k-c16', False)
+    text = str(info.value)
+    assert "'tcp-protcol-1k-c16'" in text and 'tcp-protocol-1k-c16' in text
+    assert 'call_at_churn' not in text and len(text) < 160  # not every row id
+    with pytest.raises(ValueError, match='did you mean .*tcp-streams-1k-c1'):
+        select_rows('streams', False)
+
+
+def test_renamed_row_selectors_say_their_new_name():
+    for script, old in (('compare.py', '--workloads'), ('net_compare.py', '--rows')):
+        proc = subprocess.run([*entry_argv(script), old, 'x'], capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2 and f'{old} is now --only' in proc.stderr
+
+
+def test_quick_is_one_profile_with_its_rows():
+    quick = [row.id for row in select_rows(None, quick=True)]
+    assert quick == ['call_soon_chain', 'call_later_cancel', 'sleep0_pingpong',
+                     'msgs-protocol-16x1k-c16', 'msgs-streams-16x1k-c16', 'http-pipe8-c16']
+    parser = options.Parser()
+    command = options.Command(parser, options.Profile(5, 1.0, 0.2))
+    settings = command.settings(parser.parse_args(['--quick']), procs.Pinning(False))
+    assert (settings.rounds, settings.duration, settings.warmup) == (
+        options.QUICK.rounds, options.QUICK.duration, options.QUICK.warmup)
+    settings = command.settings(parser.parse_args([]), procs.Pinning(False))
+    assert (settings.rounds, settings.duration, settings.warmup) == (5, 1.0, 0.2)
+
+
+# --- --loops: known names, module:factory, label=module:factory ---------------
+
+
+def test_loops_takes_module_factory_and_labels(monkeypatch):
+    monkeypatch.delenv(loops.ENV, raising=False)
+    assert loops.parse('asyncio') == 'asyncio'
+    assert loops.parse('asyncio:SelectorEventLoop') == 'asyncio:SelectorEventLoop'
+    assert loops.parse('sel=asyncio:SelectorEventLoop') == 'sel'
+    assert loops.is_loop('sel') and not loops.is_loop('c-server')
+    make = loops.factory('sel')
+    assert make is __import__('asyncio').SelectorEventLoop
+    for bad in ('tokio', 'x=nodots', 'a b=asyncio:X', 'uvloop=asyncio:SelectorEventLoop'):
+        with pytest.raises(ValueError):
+            loops.parse(bad)
+    with pytest.raises(loops.Unavailable, match='AttributeError'):
+        loops.factory(loops.parse('asyncio:NoSuchLoop'))
+    assert loops.KNOWN['talyn'].factory == 'talyn:Loop'
+    assert {'zuvloop', 'rsloop', 'talyn'} <= set(loops.NAMES)
+
+
+def test_a_loop_not_installed_is_skipped_with_one_line_saying_why(monkeypatch):
+    monkeypatch.setitem(loops.KNOWN, 'nosuchloop',
+                        loops.Known('nosuchloop_pkg:new_event_loop', 'nosuchloop-dist',
+                                    '3.99+'))
+    with pytest.raises(loops.Unavailable) as info:
+        loops.factory('nosuchloop')
+    assert str(info.value) == 'not installed (pip install nosuchloop-dist; Python 3.99+ only)'
+    # The header's line for it fits 80 columns, for the longest known name too.
+    line = f"skipped: talyn: {loops._why_missing('talyn', ImportError(name='talyn'))}"
+    assert len(line) <= 80, line
+
+
+def test_bench_runs_a_loop_given_as_module_factory():
+    proc = run_cli('bench', *BENCH_FAST[:-2], '--only', 'call_soon_chain', '--loops',
+                   'minloop,sel=asyncio:SelectorEventLoop,nope=no_such_module:make')
+    assert proc.returncode == 0, proc.stderr
+    assert table_line(proc.stdout, 'row').split() == ['row', 'minloop', 'sel', 'sel']
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith('skipped:')]
+    assert skipped == ["skipped: nope: ModuleNotFoundError: No module named "
+                       "'no_such_module'"]
+    assert table_line(proc.stdout, 'call_soon_chain').split()[-1].endswith('x')
+
+
+# --- stdout closed early, as by `| head -1` -----------------------------------
+
+
+@pytest.mark.parametrize('args', [['bench', '--list'], ['info'], ['bench', '--help']])
+def test_a_closed_stdout_ends_quietly(args):
+    # The reading end is closed before the command writes a byte: every
+    # write fails, as after `| head -0`.
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, '-m', 'minloop', *args], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert proc.stderr == ''
+    # As a tool killed by SIGPIPE; argparse's --help ignores the failed
+    # write on some versions (3.11), then exits 0 as usual.
+    assert proc.returncode == 128 + 13 or ('--help' in args and proc.returncode == 0)
+
+
+@pytest.mark.parametrize('script', [e[0] for e in ENTRY_POINTS[1:]])
+def test_a_scripts_list_to_a_closed_stdout_ends_quietly(script):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([*entry_argv(script), '--list'], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert proc.stderr == '' and proc.returncode == 128 + 13
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_still_an_error():
+    def fails():
+        raise BrokenPipeError(32, 'Broken pipe')
+    with pytest.raises(BrokenPipeError):
+        options.quiet_on_broken_pipe(fails)

@@ -35,7 +35,7 @@ def run(tmp_path, *args):
 
 
 def test_echo_row_produces_table(tmp_path):
-    proc, out = run(tmp_path, "--rows", "tcp-protocol-1k-c1")
+    proc, out = run(tmp_path, "--only", "tcp-protocol-1k-c1")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # The bench's report, with the C server as a column of its own.
@@ -57,6 +57,6 @@ def test_echo_row_produces_table(tmp_path):
 
 
 def test_unknown_row_is_a_usage_error(tmp_path):
-    proc, _ = run(tmp_path, "--rows", "no-such-row")
+    proc, _ = run(tmp_path, "--only", "no-such-row")
     assert proc.returncode == 2
     assert "no row matches" in proc.stderr

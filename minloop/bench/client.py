@@ -83,12 +83,20 @@ def _proc_stat_ticks(pid: int) -> tuple[float, float] | None:
 
 
 def proc_cpu(pid: int) -> float | None:
-    """CPU seconds of a live process's main thread, to the nanosecond from
-    /proc/PID/schedstat (the servers run on one thread), else utime + stime
-    in clock ticks (10 ms) from /proc/PID/stat; None where there is no /proc."""
+    """CPU seconds of a live process's threads, to the nanosecond from each
+    /proc/PID/task/TID/schedstat (some loops work on threads of their own:
+    rsloop runs six), else utime + stime in clock ticks (10 ms) from
+    /proc/PID/stat; None where there is no /proc.  A thread that ends
+    between two readings takes its time with it."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except FileNotFoundError:  # the thread has just ended
+                pass
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
     ticks = _proc_stat_ticks(pid)
@@ -97,12 +105,11 @@ def proc_cpu(pid: int) -> float | None:
 
 def proc_user_cpu(pid: int) -> float | None:
     """User CPU seconds of a live process (utime), or None where there is no
-    /proc.  The kernel splits a process's time between user and system by
-    sampling at its tick (a few hundred samples over a window of a second, a
-    few dozen over a short one), so it is rough: on short windows it moved
-    ten-fold between two runs of one row.
-    Beside proc_cpu's total it shows the loop's and the interpreter's part,
-    without the kernel's."""
+    /proc.  Beside proc_cpu's total it shows the loop's and the
+    interpreter's part, without the kernel's; but the kernel splits a
+    process's time between user and system by sampling at its clock tick,
+    and /proc counts it in 10 ms units, so over one short window it is
+    rough (runner._pool_user_cpu pools the rounds and says how rough)."""
     ticks = _proc_stat_ticks(pid)
     return None if ticks is None else ticks[0]
 

@@ -1,9 +1,19 @@
 """The event loop implementations the benchmarks compare, by name.
 
+A loop is named by one of the known names below (``uvloop``, ``talyn`` ...)
+or given as ``module:factory`` (or ``label=module:factory``, to name its
+column), where ``factory`` is a zero-argument callable in ``module`` that
+makes a new loop: a function such as ``new_event_loop`` or a class.
+
 A loop that cannot be imported (or whose factory fails) is *unavailable*, with a
 reason, rather than an error: the benchmarks skip it and say why.  The imports
 happen on first use, not at module import, so a broken extension only affects
 the runs that ask for it.
+
+Every measurement runs in a child interpreter that is told the loop's name
+only.  A loop given as ``module:factory`` is therefore registered (register())
+in this process's environment, MINLOOP_BENCH_LOOPS, which the children inherit:
+a child resolves the name from there as its parent did.
 """
 
 from __future__ import annotations
@@ -11,16 +21,104 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.metadata
+import os
+import re
+from dataclasses import dataclass
 from typing import Callable
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
+
+@dataclass(frozen=True)
+class Known:
+    """A loop the benchmarks know by name: where its factory is, which
+    distribution installs it, and the Pythons that distribution supports
+    (for the line that says why it is skipped)."""
+    factory: str          # "module:attribute"
+    dist: str = ""        # the name pip installs it by ("" for the standard library)
+    python: str = ""      # e.g. "3.14+", where it ships for some Pythons only
+
+
 # Display order, also the order loops run in within each benchmark round.
-NAMES = ("asyncio", "minloop", "uvloop", "rloop")
+# zuvloop and rsloop ship wheels for CPython 3.14+ only (rsloop's sdist needs
+# a nightly Rust), talyn for 3.13 and 3.14; pyproject.toml's bench extra
+# names them with the same bounds.
+KNOWN = {
+    # SelectorEventLoop by name, not asyncio.new_event_loop(): an installed
+    # policy (uvloop.install(), say) must not silently change the baseline.
+    "asyncio": Known("asyncio:SelectorEventLoop"),
+    "minloop": Known("minloop:new_event_loop", "minloop"),
+    "uvloop": Known("uvloop:new_event_loop", "uvloop"),
+    "rloop": Known("rloop:new_event_loop", "rloop"),
+    "zuvloop": Known("zuvloop:new_event_loop", "zuvloop", "3.14+"),
+    "rsloop": Known("rsloop:new_event_loop", "rsloop", "3.14+"),
+    "talyn": Known("talyn:Loop", "talyn", "3.13 and 3.14"),
+}
+NAMES = tuple(KNOWN)
+
+# label -> "module:factory" of the loops given that way; shared with the
+# measuring children through the environment (see the module docstring).
+ENV = "MINLOOP_BENCH_LOOPS"
+_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_LABEL = re.compile(r"^[A-Za-z0-9_][\w.+-]*$")
 
 
 class Unavailable(Exception):
     """The loop implementation cannot be used in this interpreter."""
+
+
+def _registered() -> dict[str, str]:
+    text = os.environ.get(ENV, "")
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+
+
+def register(label: str, spec: str) -> None:
+    """Make label name the loop spec ("module:factory") here and in every
+    child process started from now on."""
+    found = _registered()
+    found[label] = spec
+    os.environ[ENV] = ",".join(f"{k}={v}" for k, v in found.items())
+
+
+def parse(text: str) -> str:
+    """One item of --loops: a known name, module:factory or
+    label=module:factory; returns the name its column goes by (registering
+    a spec's label).  Raises ValueError saying what is wrong."""
+    text = text.strip()
+    if text in KNOWN or text in _registered():
+        return text
+    label, sep, spec = text.rpartition("=")
+    if not sep:
+        label = spec
+    if ":" not in spec:
+        raise ValueError(f"unknown loop {text!r}: not one of {', '.join(NAMES)}, nor "
+                         f"module:factory or label=module:factory")
+    if not _SPEC.match(spec):
+        raise ValueError(f"{text!r}: a loop is given as module:factory (a dotted module "
+                         f"and a callable in it that makes a loop)")
+    if sep and not _LABEL.match(label):
+        raise ValueError(f"{text!r}: a label is letters, digits and . _ + -")
+    if label in KNOWN and KNOWN[label].factory != spec:
+        raise ValueError(f"{text!r}: {label} is a known loop's name; give this one "
+                         f"another label")
+    if label not in KNOWN:
+        register(label, spec)
+    return label
+
+
+def is_loop(name: str) -> bool:
+    """Whether a column is a loop (not a script's baseline such as a C server)."""
+    return name in KNOWN or name in _registered()
+
+
+def spec_of(name: str) -> str:
+    """The module:factory a loop name stands for (ValueError if unknown)."""
+    if name in KNOWN:
+        return KNOWN[name].factory
+    found = _registered().get(name)
+    if found is None:
+        raise ValueError(f"unknown loop {name!r}; known: {', '.join(NAMES)}")
+    return found
 
 
 def answer_of(measure: Callable[[], dict], missing: str) -> dict:
@@ -35,25 +133,13 @@ def answer_of(measure: Callable[[], dict], missing: str) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _asyncio_factory() -> LoopFactory:
-    # SelectorEventLoop by name, not asyncio.new_event_loop(): an installed
-    # policy (uvloop.install(), say) must not silently change the baseline.
-    return asyncio.SelectorEventLoop
-
-
-def _module_factory(module: str) -> Callable[[], LoopFactory]:
-    def resolve() -> LoopFactory:
-        return importlib.import_module(module).new_event_loop
-
-    return resolve
-
-
-_RESOLVERS = {
-    "asyncio": _asyncio_factory,
-    "minloop": _module_factory("minloop"),
-    "uvloop": _module_factory("uvloop"),
-    "rloop": _module_factory("rloop"),
-}
+def _why_missing(name: str, exc: ImportError) -> str:
+    """The one line a loop that is not installed is skipped with."""
+    known = KNOWN.get(name)
+    if known is None or not known.dist or exc.name != known.factory.split(":")[0]:
+        return f"{type(exc).__name__}: {exc}"
+    where = f"; Python {known.python} only" if known.python else ""
+    return f"not installed (pip install {known.dist}{where})"
 
 
 def factory(name: str) -> LoopFactory:
@@ -62,13 +148,14 @@ def factory(name: str) -> LoopFactory:
     Raises Unavailable if the implementation cannot be imported or cannot make
     a loop (the check creates and closes one).
     """
+    module_name, _, attribute = spec_of(name).partition(":")
     try:
-        resolve = _RESOLVERS[name]
-    except KeyError:
-        raise ValueError(f"unknown loop {name!r}; known: {', '.join(NAMES)}") from None
-    try:
-        make = resolve()
+        make = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            make = getattr(make, part)
         make().close()
+    except ImportError as exc:
+        raise Unavailable(_why_missing(name, exc)) from exc
     except Exception as exc:
         raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
     return make
@@ -80,9 +167,11 @@ def version(name: str) -> str:
         import platform
 
         return "stdlib " + platform.python_version()
+    module_name = spec_of(name).partition(":")[0]
+    dist = KNOWN[name].dist if name in KNOWN else module_name.split(".")[0]
     try:
-        return importlib.metadata.version(name)
+        return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         # An in-tree build (minloop during development) has no dist metadata.
-        module = importlib.import_module(name)
+        module = importlib.import_module(module_name)
         return str(getattr(module, "__version__", "unknown"))

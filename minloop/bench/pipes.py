@@ -100,7 +100,7 @@ def run(loop_factory, total: int, chunk_size: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("loop", choices=loops.NAMES)
+    parser.add_argument("loop")
     parser.add_argument("mib", type=float)
     parser.add_argument("--chunk-kb", type=int, default=64)
     parser.add_argument("--cpu", type=int, help="pin this process to CPU N")

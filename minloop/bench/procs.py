@@ -84,6 +84,37 @@ def probe_loops(names: list[str], timeout: float = 120.0) -> dict[str, dict]:
     return found
 
 
+_tick_hz: list = []
+
+
+def tick_hz() -> tuple[int, bool]:
+    """(the kernel's scheduler tick in Hz, whether it was read): CONFIG_HZ
+    from the kernel's config where it is readable, else 100, the coarsest
+    Linux tick (a bound, not a guess).  The kernel splits a process's CPU
+    time between user and system by what each tick interrupts, so the split
+    is a sample of this rate."""
+    if _tick_hz:
+        return _tick_hz[0]
+    import glob
+    import gzip
+    import re
+
+    found = (100, False)
+    candidates = ["/proc/config.gz", f"/boot/config-{platform.release()}"]
+    for path in candidates + glob.glob("/lib/modules/*/build/.config")[:1]:
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                m = re.search(r"^CONFIG_HZ=(\d+)$", f.read(), re.M)
+        except OSError:
+            continue
+        if m:
+            found = (int(m.group(1)), True)
+            break
+    _tick_hz.append(found)
+    return found
+
+
 class Pinning:
     """The CPU for the server and the one for the load generator, or None for
     both where pinning is impossible (no sched_setaffinity, one usable CPU)

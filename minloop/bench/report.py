@@ -9,8 +9,9 @@ import sys
 import textwrap
 import time
 
+from . import loops
+
 REF = "minloop"
-OTHERS = ("asyncio", "uvloop", "rloop")  # the loops minloop's ratios are against
 NOISY = 0.20  # rounds' spread (max - min) / median above which a figure gets '~'
 SATURATED = 0.90  # load generator CPU, share of one core, from which a row is flagged
 BUSY = 0.10  # other processes' share of the two CPUs above which the notes warn
@@ -70,6 +71,17 @@ def si(value: float) -> str:
     return f"{float(f'{value:.3g}'):g}"
 
 
+def others(names) -> list[str]:
+    """The columns minloop's ratios are against: every loop but minloop, in
+    the order given (not a script's baseline column, such as a C server)."""
+    return [n for n in names if n != REF and loops.is_loop(n)]
+
+
+def short_of_rounds(cell: dict) -> bool:
+    """Whether a cell finished fewer rounds than planned (an interrupted run)."""
+    return not cell.get("na") and cell.get("runs", 0) < cell.get("planned", 0)
+
+
 def _median(cell: dict, key: str):
     return cell.get("median", {}).get(key) if cell.get("samples") else None
 
@@ -87,8 +99,8 @@ def ratios(entry: dict, key: str = "rate", lower_better: bool | None = None) -> 
     lower = _lower_better(entry) if lower_better is None else lower_better
     ref = _median(cells[REF], key) if REF in cells else None
     out = {}
-    for other in OTHERS:
-        theirs = _median(cells[other], key) if other in cells else None
+    for other in others(cells):
+        theirs = _median(cells[other], key)
         if ref and theirs:
             out[other] = theirs / ref if lower else ref / theirs
     return out
@@ -102,9 +114,7 @@ def ratio_ranges(entry: dict) -> dict:
         return {}
     mine = {s["round"]: s["rate"] for s in cells[REF]["samples"] if s.get("rate")}
     out = {}
-    for other in OTHERS:
-        if other not in cells:
-            continue
+    for other in others(cells):
         per_round = []
         for s in cells[other]["samples"]:
             if s.get("rate") and s["round"] in mine:
@@ -152,7 +162,7 @@ def header(machine: dict, probes: dict, names: list[str], settings, rows) -> str
                      f"warm-up; {settings.pin.describe}")
     for n in names:
         if not probes[n]["available"]:
-            lines.append(f"skipped: {n} ({probes[n]['reason']})")
+            lines.append(f"skipped: {n}: {probes[n]['reason']}")
     return "\n".join(fill(line) for line in lines) + "\n"
 
 
@@ -165,6 +175,8 @@ def _cell_text(cell: dict) -> str:
     mark = " "
     if cell["errors"] or cell["problems"]:
         mark = "!"
+    elif short_of_rounds(cell):
+        mark = "<"
     elif cell["spread"] is not None and cell["spread"] > NOISY:
         mark = "~"
     return si(value) + mark
@@ -219,21 +231,21 @@ def _columns(rows: list[list[str]], right_from: int, gaps: list[int],
 def table(results: dict, loop_names: list[str]) -> str:
     """The main table: per row, each loop's median and minloop's ratios, under
     a heading per group (which says what the figures count)."""
-    others = [n for n in OTHERS if n in loop_names] if REF in loop_names else []
-    head = ["row"] + loop_names + others
+    against = others(loop_names) if REF in loop_names else []
+    head = ["row"] + loop_names + against
     body = []
     for rid, entry in results.items():
         line = [rid] + [_cell_text(entry["cells"][n]) for n in loop_names]
         line += [f"{entry['ratios'][n]:.2f}x" if n in entry["ratios"] else "-"
-                 for n in others]
+                 for n in against]
         body.append(line)
-    gaps = ([0] + [1] * len(loop_names) + [3] + [1] * len(others))[:len(head)]
+    gaps = ([0] + [1] * len(loop_names) + [3] + [1] * len(against))[:len(head)]
     widths: list = []
     lines = _columns([head] + body, 1, gaps, widths)
     out = []
-    if others:
+    if against:
         # "minloop vs" centred over the ratio columns.
-        span = sum(widths[-len(others):]) + sum(gaps[-len(others) + 1:])
+        span = sum(widths[-len(against):]) + sum(gaps[-len(against) + 1:])
         start = sum(widths) + sum(gaps) - span
         out.append(" " * start + f"{REF} vs".center(span).rstrip())
     out += [lines[0], "-" * max(len(x) for x in lines)]
@@ -330,25 +342,46 @@ def details(results: dict, loop_names: list[str]) -> str:
     return "\n".join(out).strip("\n")
 
 
+USER_CPU_GOOD = 0.10  # user_err above which a user-CPU figure gets '~'
+
+
 def _user_cpu_table(net: dict, loop_names: list[str]) -> list[str]:
     """The server's user CPU per round trip: its total less the kernel's time
     (the system calls and the network stack, most of the total on the echo
-    rows), so what is left is the loop's and the interpreter's own cost."""
+    rows), so what is left is the loop's and the interpreter's own cost;
+    pooled over the rounds (runner._pool_user_cpu), with what it is good to."""
     rows = [["row"] + loop_names]
+    errors = []
     for rid, e in net.items():
-        cells = [_median(e["cells"][n], "server_user_us") for n in loop_names]
-        if any(c is not None for c in cells):
-            rows.append([rid] + ["-" if c is None else f"{c:.2f}" for c in cells])
+        cells = []
+        for n in loop_names:
+            cell = e["cells"][n]
+            us = _median(cell, "server_user_us")
+            if us is None:
+                cells.append("-")
+                continue
+            err = cell.get("user_err", 0.0)
+            errors.append(err if err is not None else math.inf)
+            rough = err is None or err > USER_CPU_GOOD
+            cells.append(f"{us:.2f}" + ("~" if rough else " "))
+        if any(c != "-" for c in cells):
+            rows.append([rid] + cells)
     if len(rows) == 1:
         return []
-    return ["", fill("net rows: the server's user CPU per round trip, microseconds "
-                     "(medians): its CPU less the kernel's part, the loop's and the "
-                     "interpreter's own cost (from /proc/PID/stat; the kernel "
-                     "splits it from the total by samples at its clock tick, a few "
-                     "hundred in a 1 s window and a few dozen in --quick's: rough, "
-                     "and on short windows it can move several-fold between runs; "
-                     "the total is exact)")] \
-        + _columns(rows, 1, [0] + [2] * len(loop_names))
+    from .procs import tick_hz
+
+    hz, known = tick_hz()
+    worst = max(errors) if errors else 0.0
+    good = ("unknown (a window with no user tick)" if math.isinf(worst)
+            else f"within {worst:.0%}")
+    text = ("net rows: the server's user CPU per round trip, microseconds, over all "
+            "rounds together: its CPU less the kernel's part, the loop's and the "
+            "interpreter's own cost. From /proc/PID/stat, where the kernel charges each "
+            f"clock tick ({hz} Hz{'' if known else ' or faster'}) to user or system by "
+            "what it interrupted and counts in 10 ms units: "
+            f"here good to {good} (two standard deviations) at worst; '~': worse than "
+            f"{USER_CPU_GOOD:.0%}; longer windows (--duration) narrow it.")
+    return ["", fill(text)] + _columns(rows, 1, [0] + [2] * len(loop_names))
 
 
 def _net_figures(results: dict, loop_names: list[str]) -> list[str]:
@@ -429,8 +462,8 @@ def summary(results: dict, loop_names: list[str], subsets: dict | None = None) -
     of the geometric mean of minloop's ratios against each loop; and of its
     CPU ratios (server CPU per round trip, theirs over minloop's) where the
     rows have them."""
-    others = [n for n in OTHERS if n in loop_names]
-    if REF not in loop_names or not others:
+    against = others(loop_names)
+    if REF not in loop_names or not against:
         return ""
     sets: dict = {}
     for e in results.values():
@@ -443,7 +476,7 @@ def summary(results: dict, loop_names: list[str], subsets: dict | None = None) -
     lines = []
     for name, entries in sets.items():
         parts = []
-        for other in others:
+        for other in against:
             rs = [e["ratios"][other] for e in entries if other in e["ratios"]]
             cpu = [e["cpu_ratios"][other] for e in entries
                    if other in e.get("cpu_ratios", {})]
@@ -504,8 +537,10 @@ def notes(results: dict, loop_names: list[str], settings) -> str:
         out.append(f"{REF} vs X: {REF}'s figure over X's (X's over {REF}'s where lower "
                    f"is better); above 1, {REF} is ahead.")
     out.append(f"'~': rounds spread by more than {NOISY:.0%} (max-min over median); "
-               "'!': some round failed or misbehaved (listed below); n/a: the loop cannot "
-               "run that row.")
+               "'!': some round failed or misbehaved (listed below); "
+               + ("'<': fewer rounds than planned (the run was interrupted); "
+                  if any(_rounds_short(e) for e in results.values()) else "")
+               + "n/a: the loop cannot run that row.")
     loads = sorted(s["other_load"] for e in results.values() for c in e["cells"].values()
                    for s in c["samples"] if s.get("other_load") is not None)
     busy = bool(loads) and statistics.median(loads) > BUSY
@@ -632,7 +667,37 @@ PLOT_TITLES = {
     "memory": "memory: server RSS per idle connection (bars: the other loop's bytes over "
               "minloop's)",
 }
-COLOURS = {"asyncio": "#8c8c8c", "uvloop": "#4477aa", "rloop": "#ee7733"}
+COLOURS = {"asyncio": "#8c8c8c", "uvloop": "#4477aa", "rloop": "#ee7733",
+           "zuvloop": "#228833", "rsloop": "#aa3377", "talyn": "#ccbb44"}
+
+
+def _rounds_short(entry: dict) -> tuple[int, int] | None:
+    """(rounds finished, rounds planned) of the row's shortest cell, if an
+    interrupt left some cell short of its rounds."""
+    short = [c for c in entry["cells"].values() if short_of_rounds(c)]
+    if not short:
+        return None
+    fewest = min(short, key=lambda c: c["runs"])
+    return fewest["runs"], fewest["planned"]
+
+
+def _short_label(rid: str, entry: dict) -> str:
+    """A row's name, and the rounds it has where an interrupt left it short."""
+    short = _rounds_short(entry)
+    return rid if short is None else f"{rid} ({short[0]} of {short[1]} rounds)"
+
+
+def interrupted_line(results: dict, done: int, total: int) -> str:
+    """The report's first line after Ctrl-C: what it holds, and which rows
+    have fewer rounds than the header says."""
+    short = {rid: _rounds_short(e) for rid, e in results.items()}
+    short = [f"{rid} ({s[0]} of {s[1]})" for rid, s in short.items() if s is not None]
+    text = (f"INTERRUPTED after {done} of {total} runs: the medians below are of the "
+            f"rounds that finished")
+    if short:
+        text += ("; '<' marks a figure of fewer rounds than the header says: "
+                 + ", ".join(short))
+    return fill(text + "; rows not reached are missing.")
 
 
 def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None:
@@ -646,7 +711,7 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
 
     from .. import __version__
 
-    others = [n for n in OTHERS if n in loop_names]
+    others_ = others(loop_names)
     groups: dict = {}
     for rid, e in results.items():
         if e["ratios"]:
@@ -655,7 +720,7 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
         groups = {"(no ratios)": []}
     heights = [max(1, len(rids)) for rids in groups.values()]
     fig, axes = plt.subplots(len(groups), 1, sharex=True, squeeze=False,
-                             figsize=(9.0, 1.3 + 0.42 * sum(heights) * max(1, len(others)) / 2
+                             figsize=(9.0, 1.3 + 0.42 * sum(heights) * max(1, len(others_)) / 2
                                       + 0.5 * len(groups)),
                              gridspec_kw={"height_ratios": heights})
     values = [v for e in results.values() for v in e["ratios"].values()]
@@ -663,9 +728,9 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
                for v in r]
     lo, hi = (min(values), max(values)) if values else (0.5, 2.0)
     lo, hi = min(lo, 1.0) / 1.6, max(hi, 1.0) * 1.6  # room for the labels
-    bar = 0.8 / max(1, len(others))
+    bar = 0.8 / max(1, len(others_))
     for ax, (group, rids) in zip(axes[:, 0], groups.items()):
-        for i, other in enumerate(others):
+        for i, other in enumerate(others_):
             ys = [j - 0.4 + bar * (i + 0.5) for j in range(len(rids))]
             xs = [results[r]["ratios"].get(other) for r in rids]
             ranges = [results[r].get("ratio_ranges", {}).get(other) for r in rids]
@@ -673,11 +738,14 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
             if not shown:
                 continue
             ys_, xs_, rgs = zip(*shown)
-            err = [[x - (rg or (x, x))[0] for _, x, rg in shown],
-                   [(rg or (x, x))[1] - x for _, x, rg in shown]]
+            # The median of the medians can lie outside the paired rounds'
+            # range where the loops have different rounds (a failed round,
+            # Ctrl-C): the whisker then starts at the bar's end.
+            err = [[max(0.0, x - (rg or (x, x))[0]) for _, x, rg in shown],
+                   [max(0.0, (rg or (x, x))[1] - x) for _, x, rg in shown]]
             # Bars grow from 1x, so a ratio below 1 points left.
             ax.barh(ys_, [x - 1.0 for x in xs_], bar * 0.9, left=1.0,
-                    color=COLOURS.get(other), label=f"vs {other}",
+                    color=COLOURS.get(other, f"C{i}"), label=f"vs {other}",
                     xerr=err, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333"})
             for y, x, rg in shown:
                 # The label beyond the bar's end and its whisker.
@@ -689,7 +757,7 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
                             va="center", ha="right", fontsize=7)
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(rids)))
-        ax.set_yticklabels(rids, fontsize=8)
+        ax.set_yticklabels([_short_label(rid, results[rid]) for rid in rids], fontsize=8)
         ax.invert_yaxis()
         ax.set_title(PLOT_TITLES.get(group, GROUP_TITLES.get(group, group)), fontsize=9,
                      loc="left")
@@ -711,16 +779,22 @@ def plot(path: str, results: dict, loop_names: list[str], machine: dict) -> None
                   f"{REF} ahead)", fontsize=8)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=len(others),
+        fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=len(others_),
                    frameon=False)
-    fig.suptitle(f"{REF} against other event loops", x=0.01, ha="left", fontsize=11)
+    interrupted = machine.get("interrupted")
+    fig.suptitle(f"{REF} against other event loops"
+                 + (" (interrupted run: fewer rounds where a row says so)" if interrupted
+                    else ""), x=0.01, ha="left", fontsize=11)
     versions = machine.get("versions") or {}
     caption = (f"{machine.get('python', '')}, {machine.get('cpu', '')}, "
                f"{machine.get('cpus_usable', machine.get('cpu_count', '?'))} CPUs; "
                f"{machine.get('date', '')}; {REF} {__version__}"
-               + "".join(f", {n} {v}" for n, v in versions.items() if n in others)
-               + f". Median of {machine.get('rounds', '?')} rounds; whiskers: the rounds' "
-               f"lowest and highest ratio (loops take turns within a round).")
+               + "".join(f", {n} {v}" for n, v in versions.items() if n in others_)
+               + f". Median of {machine.get('rounds', '?')} rounds"
+               + (" (the run was interrupted: a row of fewer rounds says how many it has, "
+                  "rows not reached are missing)" if interrupted else "")
+               + "; whiskers: the rounds' lowest and highest ratio (loops take turns "
+               "within a round).")
     fig.text(0.01, 0.005, textwrap.fill(caption, 160), fontsize=7, va="bottom",
              color="#444")
     fig.tight_layout(rect=(0, 0.04, 1, 0.96))

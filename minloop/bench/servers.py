@@ -341,7 +341,7 @@ def _cpu() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--loop", required=True, choices=loops.NAMES)
+    parser.add_argument("--loop", required=True)
     parser.add_argument("--kind", required=True, choices=KINDS)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--path")

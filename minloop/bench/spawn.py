@@ -81,7 +81,7 @@ def run(loop_factory, n: int, concurrency: int = 0, pipes: bool = False) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("loop", choices=loops.NAMES)
+    parser.add_argument("loop")
     parser.add_argument("n", type=int)
     parser.add_argument("--concurrency", type=int, default=0,
                         help="processes at once (default: one after the other)")
