@@ -13,6 +13,7 @@ import inspect
 import sys
 from asyncio import base_events as _base_events
 from asyncio import constants as _constants
+from asyncio import events as _events
 from asyncio import format_helpers as _format_helpers
 from asyncio import selector_events as _selector_events
 from asyncio import sslproto as _sslproto
@@ -22,6 +23,16 @@ from asyncio import unix_events as _unix_events
 HAS_RUNNER = hasattr(asyncio, 'Runner')
 # asyncio.run(loop_factory=...) (3.12, gh-99388).
 RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parameters
+
+# The event loop policy system is deprecated, to be removed in 3.16 (3.14,
+# gh-127949): asyncio.set_event_loop_policy(), get_event_loop_policy() and
+# the policy classes warn, and asyncio's own code uses the private
+# functions added with the deprecation, which do not.
+POLICIES_DEPRECATED = hasattr(_events, '_set_event_loop_policy')
+get_event_loop_policy = getattr(_events, '_get_event_loop_policy',
+                                _events.get_event_loop_policy)
+set_event_loop_policy = getattr(_events, '_set_event_loop_policy',
+                                _events.set_event_loop_policy)
 
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
