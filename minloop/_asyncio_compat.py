@@ -34,6 +34,18 @@ get_event_loop_policy = getattr(_events, '_get_event_loop_policy',
 set_event_loop_policy = getattr(_events, '_set_event_loop_policy',
                                 _events.set_event_loop_policy)
 
+# loop.create_task(coro, **kwargs) hands every keyword it is given (name=,
+# context=, eager_start=...) to the task factory, which names the task
+# itself (3.14, gh-128307); before, the factory got context= (and from
+# 3.13.4 other keywords) and the loop called set_name().  3.14's signature
+# is the one without a name= of its own.
+_create_task_parameters = inspect.signature(_base_events.BaseEventLoop.create_task).parameters
+CREATE_TASK_PASSES_KWARGS = 'name' not in _create_task_parameters
+# loop.create_task() takes keywords besides name= and context= at all
+# (3.13.4, gh-133745; before, a TypeError).
+CREATE_TASK_TAKES_KWARGS = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                               for p in _create_task_parameters.values())
+
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
     _format_helpers._format_callback_source).parameters
