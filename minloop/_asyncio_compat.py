@@ -60,6 +60,49 @@ SERVER_TRACKS_TRANSPORTS = 'transport' in inspect.signature(
 # errors name write().
 WRITELINES_JOINS = 'writelines' not in vars(_selector_events._SelectorSocketTransport)
 
+
+def _accept_skips_aborted():
+    # Asked of asyncio's own accept loop, with a socket whose first accept()
+    # fails with ECONNABORTED and the next finds nothing; the loop itself is
+    # not touched on those paths.
+    calls = []
+
+    class Listener:
+        def accept(self):
+            calls.append(None)
+            raise ConnectionAbortedError if len(calls) == 1 else BlockingIOError
+
+    try:
+        _selector_events.BaseSelectorEventLoop._accept_connection(None, None, Listener(),
+                                                                   backlog=2)
+    except Exception:
+        return False
+    return len(calls) == 2
+
+
+# The accept loop of a server skips a connection aborted before accept()
+# and goes on to the next (3.14 and 3.13.2, gh-127529); before, it returned
+# until the next wake-up.
+ACCEPT_SKIPS_ABORTED = _accept_skips_aborted()
+
+
+def _stream_write_refusal():
+    # Asked of asyncio's own write(), whose first act is the type check.
+    try:
+        _selector_events._SelectorSocketTransport.write(None, None)
+    except TypeError as exc:
+        return str(exc).replace("'NoneType'", '{!r}')
+    except Exception:
+        pass
+    return 'data argument must be a bytes-like object, not {!r}'
+
+
+# The socket transport's write() of what is not bytes, bytearray or
+# memoryview: "data argument must be a bytes-like object, not 'str'", from
+# 3.14 "... must be a bytes, bytearray, or memoryview object, not 'str'"; a
+# format string for the type's name.
+STREAM_WRITE_REFUSAL = _stream_write_refusal()
+
 # constants.SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout on the TLS paths
 # (3.11, bpo-44011).
 HAS_SSL_SHUTDOWN_TIMEOUT = hasattr(_constants, 'SSL_SHUTDOWN_TIMEOUT')
@@ -81,6 +124,13 @@ TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_cl
 # transport's abort() (which is _force_close(None) on asyncio's transports).
 TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).parameters
 
+# The native sock_sendfile() leaves the file's position just after what it
+# sent when it ends, also when it sent nothing (3.14; before, a send of
+# nothing left the position alone): _sock_sendfile_update_filepos() lost
+# its total_sent parameter.
+SENDFILE_ALWAYS_SEEKS = 'total_sent' not in inspect.signature(
+    _unix_events._UnixSelectorEventLoop._sock_sendfile_update_filepos).parameters
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
@@ -94,6 +144,12 @@ DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 # (3.11), which _force_close() leaves as it was when it drops the buffer;
 # 3.10 sums the buffer.
 DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
+
+# A socket transport whose close() waited for its queue to drain counts the
+# connection lost when the flush ends it (3.14, gh-156512): write(),
+# writelines() and abort() are then counted or ignored, as after any loss;
+# before, they failed on the cleared socket or loop.
+FLUSHED_CLOSE_COUNTS_LOST = sys.version_info >= (3, 14)
 
 # Subprocess _wait() futures are woken in connection_lost, after every pipe
 # is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).
