@@ -290,3 +290,27 @@ def test_asyncio_ps_and_pstree_show_the_tasks_as_on_asyncio(loop_kind, tmp_path,
     assert got == want
     for name in ("worker", "leaf-a", "leaf-b"):
         assert name in got["ps"] and f"(T) {name}" in got["pstree"]
+
+
+# --- deprecations: none that asyncio does not give --------------------------
+
+def test_debug_checks_of_callbacks_warn_as_asyncio_does(loop_factory):
+    """Debug mode checks each callback for a coroutine function, as does
+    add_signal_handler(); 3.14 deprecates asyncio.iscoroutinefunction(), and
+    asyncio's own checks use its private one, which does not warn: neither
+    may minloop's."""
+    import signal
+    import warnings
+
+    def scenario(lp):
+        lp.set_debug(True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lp.call_soon(len, "")
+            lp.call_later(0, len, "")
+            lp.add_signal_handler(signal.SIGUSR1, print)
+            lp.remove_signal_handler(signal.SIGUSR1)
+            lp.run_until_complete(asyncio.sleep(0))
+        return [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+
+    assert same_as_asyncio(loop_factory, scenario) == []
