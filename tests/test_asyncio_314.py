@@ -72,9 +72,12 @@ def test_create_task_hands_its_keywords_to_the_factory_as_asyncio_does(loop_fact
         coro = main()
         try:
             task = lp.create_task(coro, **given)
-        except TypeError as exc:
+        except TypeError:
+            # A keyword the running asyncio does not take (context= on
+            # 3.10, others before 3.13.4), refused by create_task() itself
+            # or by the Task the factory makes.
             coro.close()
-            return "TypeError", str(exc).split("(")[-1], seen
+            return "TypeError"
         lp.run_until_complete(task)
         return seen, task.get_name() if "name" in kwargs else None
 
