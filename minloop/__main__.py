@@ -89,12 +89,9 @@ def _child_exits_line():
 
 
 def _policy_line():
-    import asyncio
-    import warnings
+    from . import _asyncio_compat
     from .policy import EventLoopPolicy
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.14+
-        policy = asyncio.get_event_loop_policy()
+    policy = _asyncio_compat.get_event_loop_policy()   # not a deprecated call
     if isinstance(policy, EventLoopPolicy):
         return "minloop's: asyncio.run() and asyncio.new_event_loop() make minloop loops"
     cls = type(policy)

@@ -25,6 +25,28 @@ HAS_RUNNER = hasattr(asyncio, 'Runner')
 # asyncio.run(loop_factory=...) (3.12, gh-99388).
 RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parameters
 
+# The event loop policy system is deprecated, to be removed in 3.16 (3.14,
+# gh-127949): asyncio.set_event_loop_policy(), get_event_loop_policy() and
+# the policy classes warn, and asyncio's own code uses the private
+# functions added with the deprecation, which do not.
+POLICIES_DEPRECATED = hasattr(_events, '_set_event_loop_policy')
+get_event_loop_policy = getattr(_events, '_get_event_loop_policy',
+                                _events.get_event_loop_policy)
+set_event_loop_policy = getattr(_events, '_set_event_loop_policy',
+                                _events.set_event_loop_policy)
+
+# loop.create_task(coro, **kwargs) hands every keyword it is given (name=,
+# context=, eager_start=...) to the task factory, which names the task
+# itself (3.14, gh-128307); before, the factory got context= (and from
+# 3.13.4 other keywords) and the loop called set_name().  3.14's signature
+# is the one without a name= of its own.
+_create_task_parameters = inspect.signature(_base_events.BaseEventLoop.create_task).parameters
+CREATE_TASK_PASSES_KWARGS = 'name' not in _create_task_parameters
+# loop.create_task() takes keywords besides name= and context= at all
+# (3.13.4, gh-133745; before, a TypeError).
+CREATE_TASK_TAKES_KWARGS = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                               for p in _create_task_parameters.values())
+
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
     _format_helpers._format_callback_source).parameters
@@ -38,6 +60,49 @@ SERVER_TRACKS_TRANSPORTS = 'transport' in inspect.signature(
 # is WriteTransport's, which joins the buffers and calls write(), so its
 # errors name write().
 WRITELINES_JOINS = 'writelines' not in vars(_selector_events._SelectorSocketTransport)
+
+
+def _accept_skips_aborted():
+    # Asked of asyncio's own accept loop, with a socket whose first accept()
+    # fails with ECONNABORTED and the next finds nothing; the loop itself is
+    # not touched on those paths.
+    calls = []
+
+    class Listener:
+        def accept(self):
+            calls.append(None)
+            raise ConnectionAbortedError if len(calls) == 1 else BlockingIOError
+
+    try:
+        _selector_events.BaseSelectorEventLoop._accept_connection(None, None, Listener(),
+                                                                   backlog=2)
+    except Exception:
+        return False
+    return len(calls) == 2
+
+
+# The accept loop of a server skips a connection aborted before accept()
+# and goes on to the next (3.14 and 3.13.2, gh-127529); before, it returned
+# until the next wake-up.
+ACCEPT_SKIPS_ABORTED = _accept_skips_aborted()
+
+
+def _stream_write_refusal():
+    # Asked of asyncio's own write(), whose first act is the type check.
+    try:
+        _selector_events._SelectorSocketTransport.write(None, None)
+    except TypeError as exc:
+        return str(exc).replace("'NoneType'", '{!r}')
+    except Exception:
+        pass
+    return 'data argument must be a bytes-like object, not {!r}'
+
+
+# The socket transport's write() of what is not bytes, bytearray or
+# memoryview: "data argument must be a bytes-like object, not 'str'", from
+# 3.14 "... must be a bytes, bytearray, or memoryview object, not 'str'"; a
+# format string for the type's name.
+STREAM_WRITE_REFUSAL = _stream_write_refusal()
 
 # constants.SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout on the TLS paths
 # (3.11, bpo-44011).
@@ -92,6 +157,13 @@ DEFAULT_POLICY_BASE = (getattr(_unix_events, '_UnixDefaultEventLoopPolicy', None
                        or getattr(_events, 'BaseDefaultEventLoopPolicy', None)
                        or getattr(_events, '_BaseDefaultEventLoopPolicy', None))
 
+# The native sock_sendfile() leaves the file's position just after what it
+# sent when it ends, also when it sent nothing (3.14; before, a send of
+# nothing left the position alone): _sock_sendfile_update_filepos() lost
+# its total_sent parameter.
+SENDFILE_ALWAYS_SEEKS = 'total_sent' not in inspect.signature(
+    _unix_events._UnixSelectorEventLoop._sock_sendfile_update_filepos).parameters
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
@@ -105,6 +177,12 @@ DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 # (3.11), which _force_close() leaves as it was when it drops the buffer;
 # 3.10 sums the buffer.
 DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
+
+# A socket transport whose close() waited for its queue to drain counts the
+# connection lost when the flush ends it (3.14, gh-156512): write(),
+# writelines() and abort() are then counted or ignored, as after any loss;
+# before, they failed on the cleared socket or loop.
+FLUSHED_CLOSE_COUNTS_LOST = sys.version_info >= (3, 14)
 
 # Subprocess _wait() futures are woken in connection_lost, after every pipe
 # is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).

@@ -65,8 +65,8 @@ def parse(argv, parser):
 
 def main(argv, parser):
     module, script, args = parse(argv, parser)
-    from .policy import install
-    install()
+    from .policy import _install
+    _install()
     watch_for_other_loops()
     try:
         if module is not None:

@@ -29,6 +29,7 @@ from asyncio import coroutines as _aio_coroutines
 from asyncio import events as _aio_events
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
+from . import _asyncio_compat
 
 from . import _asyncio_compat
 
@@ -56,8 +57,13 @@ cdef enum:
 # a changed wall clock or a suspended machine cannot stall the loop forever.
 cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
-cdef object _Task = _aio_tasks.Task
-cdef object _Future = _aio_futures.Future
+# asyncio's loop reads tasks.Task and futures.Future on every call, so a
+# program (or CPython's TestPyGetEventLoop) that puts the pure-Python classes
+# there gets them from any loop: read from the modules' dicts at each call.
+cdef dict _tasks_namespace = _aio_tasks.__dict__
+cdef dict _futures_namespace = _aio_futures.__dict__
+cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
+cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
@@ -461,24 +467,34 @@ cdef class LoopCore:
 
     def create_future(self):
         """Create a Future object attached to the loop."""
-        return _Future(loop=self)
+        return _futures_namespace['Future'](loop=self)
 
     def create_task(self, coro, *, name=None, context=None, **kwargs):
         """Schedule a coroutine object.  Return a task object.
 
         Extra keyword arguments (eager_start, ...) go to the Task or the task
-        factory, as in the newest asyncio.
+        factory, where the running asyncio's create_task() takes them.
         """
+        if kwargs and not _CREATE_TASK_TAKES_KWARGS:
+            raise TypeError(f"Loop.create_task() got an unexpected keyword argument "
+                            f"{next(iter(kwargs))!r}")
         _check_open(self)
         factory = self._task_factory
         if factory is None:
+            task_class = _tasks_namespace['Task']
             if context is not None or kwargs:
                 if context is not None:
                     kwargs['context'] = context
-                return _Task(coro, loop=self, name=name, **kwargs)
+                return task_class(coro, loop=self, name=name, **kwargs)
             if name is None:
-                return _Task(coro, loop=self)   # one keyword less to parse
-            return _Task(coro, loop=self, name=name)
+                return task_class(coro, loop=self)   # one keyword less to parse
+            return task_class(coro, loop=self, name=name)
+        if _CREATE_TASK_PASSES_KWARGS:
+            if name is not None:
+                kwargs['name'] = name
+            if context is not None:
+                kwargs['context'] = context
+            return factory(self, coro, **kwargs)
         if context is not None:
             task = factory(self, coro, context=context, **kwargs)
         else:

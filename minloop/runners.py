@@ -20,14 +20,15 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
     remaining tasks cancelled, async generators finalised and the default
     executor shut down.
     """
+    # asyncio.run()'s first check, in minloop.run()'s name (as Runner.run()
+    # names itself); before asyncio's Runner is entered, whose exit would
+    # otherwise fail too and hide the message.
+    if asyncio.events._get_running_loop() is not None:
+        raise RuntimeError(
+            "minloop.run() cannot be called from a running event loop")
     if _asyncio_compat.RUN_TAKES_LOOP_FACTORY:
         return asyncio.run(main, debug=debug, loop_factory=new_event_loop)
     if _asyncio_compat.HAS_RUNNER:
-        # asyncio.run() checks this before entering its Runner, whose exit
-        # would otherwise fail too and hide the message.
-        if asyncio.events._get_running_loop() is not None:
-            raise RuntimeError(
-                "asyncio.run() cannot be called from a running event loop")
         with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
             return runner.run(main)
     return _run_310(main, debug=debug)
@@ -45,9 +46,6 @@ def _run_310(main, *, debug=None):
     from asyncio import coroutines, events, exceptions
     from asyncio.runners import _cancel_all_tasks
 
-    if events._get_running_loop() is not None:
-        raise RuntimeError(
-            "asyncio.run() cannot be called from a running event loop")
     if not coroutines.iscoroutine(main):
         raise ValueError(f"a coroutine was expected, got {main!r}")
 

@@ -65,8 +65,11 @@ from .lifecycle cimport READ_SIZE, read_buffer
 from .loop cimport LoopCore, check_loop_thread
 from .oserrors cimport os_error, would_block
 
+from . import _asyncio_compat
+
 
 cdef object _socket_type = _socket.socket
+cdef bint _SENDFILE_ALWAYS_SEEKS = _asyncio_compat.SENDFILE_ALWAYS_SEEKS
 # The loop's own check that no transport owns an fd (a subclass may
 # replace it: then it is called).
 cdef object _core_ensure_fd_no_transport = LoopCore._ensure_fd_no_transport
@@ -612,9 +615,10 @@ cdef class _SendfileWait(_SockWait):
                 return _AGAIN
 
     cdef object _end(self):
-        """Seek the file past what was sent (if anything); the total."""
+        """Seek the file past what was sent (if anything, before 3.14); the
+        total."""
         self.concluded = True
-        if self.total_sent > 0:
+        if self.total_sent > 0 or _SENDFILE_ALWAYS_SEEKS:
             if lseek(self.fileno, <off_t>self.offset, SEEK_SET) < 0:
                 raise os_error(errno)
         return self.total_sent

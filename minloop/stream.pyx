@@ -63,6 +63,9 @@ cdef object _SHUT_WR = _socket.SHUT_WR
 
 cdef bint _SERVER_TRACKS_TRANSPORTS = _asyncio_compat.SERVER_TRACKS_TRANSPORTS
 cdef bint _WRITELINES_JOINS = _asyncio_compat.WRITELINES_JOINS
+cdef str _WRITE_REFUSAL = _asyncio_compat.STREAM_WRITE_REFUSAL
+cdef bint _ACCEPT_SKIPS_ABORTED = _asyncio_compat.ACCEPT_SKIPS_ABORTED
+cdef bint _FLUSHED_CLOSE_COUNTS_LOST = _asyncio_compat.FLUSHED_CLOSE_COUNTS_LOST
 # What writelines()'s errors call it (write() where it joins and writes).
 cdef str _WRITELINES = 'write' if _WRITELINES_JOINS else 'writelines'
 cdef bint _HAS_SSL_SHUTDOWN_TIMEOUT = _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT
@@ -596,8 +599,7 @@ cdef class SocketTransport(StreamTransportBase):
         check_loop_thread(self._core)
         cdef Py_ssize_t sent
         if not PyBytes_Check(data) and not isinstance(data, (bytearray, memoryview)):
-            raise TypeError(f'data argument must be a bytes-like object, '
-                            f'not {type(data).__name__!r}')
+            raise TypeError(_WRITE_REFUSAL.format(type(data).__name__))
         if self._eof:
             raise RuntimeError('Cannot call write() after write_eof()')
         if self._empty_waiter is not None:
@@ -768,6 +770,8 @@ cdef class SocketTransport(StreamTransportBase):
             if self._empty_waiter is not None:
                 self._empty_waiter.set_result(None)
             if self._closing:
+                if _FLUSHED_CLOSE_COUNTS_LOST:
+                    self._conn_lost += 1
                 self._call_connection_lost(None)
             elif self._eof:
                 self._sock.shutdown(_SHUT_WR)
@@ -893,8 +897,15 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                 _logger.debug("%r got a new connection from %r: %r",
                               server, addr, conn)
             conn.setblocking(False)
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            # Nothing more to accept now, or the peer gave up early.
+        except ConnectionAbortedError:
+            # The peer gave up before accept(): accept the next, where
+            # asyncio does (ACCEPT_SKIPS_ABORTED), else wait for the next
+            # wake-up.
+            if _ACCEPT_SKIPS_ABORTED:
+                continue
+            return None
+        except (BlockingIOError, InterruptedError):
+            # Nothing more to accept now.
             return None
         except OSError as exc:
             # Out of fds or memory: pause accepting (it would only spin)

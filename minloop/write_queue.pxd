@@ -49,17 +49,23 @@ cdef inline bint queue_unsent(list queue, Py_ssize_t *head, Py_ssize_t *size,
 cdef inline Py_ssize_t fill_iovecs(list queue, Py_ssize_t head,
                                    iovec *iov) noexcept:
     """Point iov[] (MINLOOP_IOV_MAX long) at the queue's unsent bytes; the
-    number of entries used.  The queue must not be empty."""
+    number of entries used (0 for an empty queue)."""
     cdef Py_ssize_t count = len(queue)
     cdef Py_ssize_t i
+    if count == 0:
+        # The transports never flush an empty queue, but the compiler cannot
+        # know that: without this, iov[0] would be read unset (gcc 16 warns).
+        return 0
     if count > MINLOOP_IOV_MAX:
         count = MINLOOP_IOV_MAX
-    for i in range(count):
+    # The first item less the `head` bytes already sent, then the rest whole.
+    chunk = queue[0]
+    iov[0].iov_base = PyBytes_AS_STRING(chunk) + head
+    iov[0].iov_len = <size_t>(PyBytes_GET_SIZE(chunk) - head)
+    for i in range(1, count):
         chunk = queue[i]
         iov[i].iov_base = PyBytes_AS_STRING(chunk)
         iov[i].iov_len = <size_t>PyBytes_GET_SIZE(chunk)
-    iov[0].iov_base = <char *>iov[0].iov_base + head
-    iov[0].iov_len -= <size_t>head
     return count
 
 

@@ -1,4 +1,4 @@
-/* The layout of a contextvars.Context, as CPython 3.7 to 3.13 define it
+/* The layout of a contextvars.Context, as CPython 3.7 to 3.15 define it
  * (internal/pycore_context.h): its variables live in an immutable HAMT
  * that every ContextVar.set()/reset() replaces.  Used only where this
  * build knows the layout, and only after _check_context_layout() has

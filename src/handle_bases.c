@@ -84,6 +84,25 @@ recyclable(PyTypeObject *type)
  * freed here, as PyType_GenericAlloc() and PyObject_GC_Del() would, less
  * the count: the same memory, the same header, tracked by the same calls.
  *
+ * Python 3.14 raised the threshold to 2000, and 3.14.0-3.14.4 made the
+ * collector incremental: what 2000 net new objects then start is an
+ * increment (generation 1 to gc.callbacks) that walks the young objects and
+ * a slice of the old ones, so what keeps a young collection away keeps an
+ * increment away too.  That collector's source counts an object when it is
+ * tracked and uncounts it when untracked (pycore_gc.h), rather than at
+ * allocation: there a handle counts only while tracked, and not while the
+ * loop holds it untracked.  3.14.5 went back to the generational collector
+ * (threshold 2000 kept), counting at allocation as here.  Measured on
+ * 3.14.10 with gc.get_count() and gc.callbacks (tests/test_gc_scale.py):
+ * 20,000 call_soon() and 20,000 call_later() handles held by the program
+ * count 6 (asyncio: 120,011); a second burst of 2,000 handles run and
+ * dropped, 11; 20,000 sleeping tasks woken together start no collection
+ * (asyncio: 18 young and 1 of generation 1).  That needs handles.pyx's
+ * shared context snapshots there too (py_compat.h,
+ * MINLOOP_KNOWN_CONTEXT_LAYOUT): without them each handle's own context copy
+ * counts, 20,004 for the 20,000 call_soon() handles, and the wake-up burst
+ * starts 10 young collections.  Not run on 3.14.0-3.14.4 here.
+ *
  * The free-threaded build finds GC objects by walking its own heaps, so
  * there they come from tp_alloc as usual. */
 

@@ -35,6 +35,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT))
 
 
+def sigint_as_from_a_terminal():
+    """preexec_fn for a child the test sends SIGINT as a Ctrl-C would.
+
+    A test run started in the background (`cmd &` in a non-interactive
+    shell, as some CI runners and agents do) inherits SIGINT ignored, and a
+    child would too: Python then installs no KeyboardInterrupt handler and
+    the signal does nothing.  A program started from a terminal has it at
+    its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def import_minloop():
     """Import minloop, or skip the calling test if it is not importable at all."""
     try:

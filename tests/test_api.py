@@ -128,9 +128,35 @@ def test_run_cleans_up_tasks_and_asyncgens(minloop):
 
 
 def test_run_rejects_non_coroutine(minloop):
-    """minloop.run(non-coroutine) -> ValueError, as asyncio.run."""
-    with pytest.raises(ValueError):
+    """minloop.run(non-coroutine) fails as asyncio.run() does on the running
+    Python (ValueError up to 3.13; 3.14 takes any awaitable, TypeError)."""
+    with pytest.raises(Exception) as want:
+        asyncio.run(1)
+    with pytest.raises(want.type) as got:
         minloop.run(1)
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.skipif(not hasattr(asyncio, "Runner"), reason="asyncio.run() of 3.10 wants a coroutine")
+def test_run_takes_what_asyncio_run_takes(minloop):
+    """An awaitable that is not a coroutine: run as asyncio.run() does
+    (3.14 wraps it, earlier Runners refuse it)."""
+    async def answer():
+        return 42
+
+    class Awaitable:
+        def __await__(self):
+            return answer().__await__()
+
+    awaitable = Awaitable()   # one object: its repr is in the message
+
+    def outcome(run):
+        try:
+            return run(awaitable)
+        except Exception as exc:
+            return type(exc), str(exc)
+
+    assert outcome(minloop.run) == outcome(asyncio.run)
 
 
 def test_run_inside_running_loop_raises(minloop):
@@ -147,8 +173,8 @@ def test_run_inside_running_loop_raises(minloop):
         finally:
             coro.close()
 
-    msg = minloop.run(main())
-    assert "cannot be called from a running event loop" in msg
+    # asyncio.Runner.run() names itself the same way.
+    assert minloop.run(main()) == "minloop.run() cannot be called from a running event loop"
 
 
 def test_run_releases_fds(minloop, open_fds, assert_no_fd_leak):
@@ -238,5 +264,67 @@ def test_import_emits_no_deprecation_warning(minloop):
 
 def test_public_names(minloop):
     """The documented public names exist."""
-    for name in ("Loop", "new_event_loop", "run", "install", "EventLoopPolicy"):
-        assert hasattr(minloop, name), name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)   # the policy API, 3.14+
+        for name in ("Loop", "new_event_loop", "run", "install", "EventLoopPolicy"):
+            assert hasattr(minloop, name), name
+
+
+# --- the policy deprecation (Python 3.14, gh-127949): minloop warns where
+# asyncio does, for the same use, at the caller's line; and no more.
+
+def deprecations(action):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = action()
+    return [w for w in caught if issubclass(w.category, DeprecationWarning)], result
+
+
+def test_run_warns_as_asyncio_run_does(minloop):
+    """None on any Python so far: asyncio.run() uses no deprecated API."""
+    async def main():
+        return 1
+
+    assert [str(w.message) for w in deprecations(lambda: minloop.run(main()))[0]] == \
+        [str(w.message) for w in deprecations(lambda: asyncio.run(main()))[0]] == []
+
+
+def test_install_warns_as_set_event_loop_policy_does(minloop, restore_policy):
+    asyncio_warns = deprecations(lambda: asyncio.set_event_loop_policy(None))[0]
+    caught, _ = deprecations(lambda: minloop.install())
+    assert len(caught) == len(asyncio_warns) <= 1
+    if caught:
+        assert str(caught[0].message) == \
+            "'minloop.install' is deprecated and slated for removal in Python 3.16"
+        assert caught[0].filename == __file__    # the caller's line
+    assert isinstance(deprecations(asyncio.events.get_event_loop_policy)[1],
+                      minloop.policy.EventLoopPolicy)
+
+
+def test_event_loop_policy_warns_as_asyncios_policy_class_does(minloop):
+    asyncio_warns = deprecations(lambda: asyncio.DefaultEventLoopPolicy)[0]
+    caught, cls = deprecations(lambda: minloop.EventLoopPolicy)
+    assert len(caught) == len(asyncio_warns) <= 1
+    if caught:
+        assert str(caught[0].message) == \
+            "'minloop.EventLoopPolicy' is deprecated and slated for removal in Python 3.16"
+        assert caught[0].filename == __file__
+    assert cls is minloop.policy.EventLoopPolicy
+    # A star import touches no deprecated name, as asyncio's does not.
+    names = [n for n in minloop.__all__ if n in ("EventLoopPolicy", "install")]
+    asyncio_has_it = "DefaultEventLoopPolicy" in asyncio.__all__
+    assert names == (["install", "EventLoopPolicy"] if asyncio_has_it else ["install"])
+    assert deprecations(lambda: exec("from minloop import *", {}))[0] == []
+
+
+def test_the_launcher_uses_no_deprecated_api(minloop, tmp_path):
+    """python -m minloop run installs minloop's policy the way asyncio.run()
+    makes its loop: without a DeprecationWarning (an error here)."""
+    (tmp_path / "prog.py").write_text(
+        "import asyncio\nasync def main():\n    print(type(asyncio.get_running_loop()).__module__)\n"
+        "asyncio.run(main())\n")
+    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-m", "minloop",
+                           "run", "prog.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("minloop")

@@ -21,6 +21,7 @@ import urllib.request
 import pytest
 
 import minloop
+from conftest import sigint_as_from_a_terminal
 
 
 def run_cli(*args, cwd=None, env=None, input=None):
@@ -192,7 +193,7 @@ def test_run_m_http_server_with_its_own_options(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, '-m', 'minloop', 'run', '-m', 'http.server', '--bind', '127.0.0.1',
          '0'], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED='1'))
+        env=dict(os.environ, PYTHONUNBUFFERED='1'), preexec_fn=sigint_as_from_a_terminal)
     out = Lines(proc.stdout)
     try:
         match = out.wait_for(r'Serving HTTP on 127\.0\.0\.1 port (\d+)', 10)
@@ -249,6 +250,9 @@ ERROR_CASES = [
 ]
 
 
+MINLOOP_DIR = os.path.join(os.path.dirname(minloop.__file__), '')
+
+
 def without_runpy_frames(stderr):
     # python -m shows frames of runpy (which it runs the module with) first;
     # they are all a traceback under `run` leaves out.
@@ -261,7 +265,28 @@ def test_run_fails_as_python_does(broken, args):
     want = run_python(*args, cwd=broken)
     assert want.returncode != 0
     assert outcome(got) == (want.returncode, want.stdout, without_runpy_frames(want.stderr))
-    assert 'minloop' not in got.stderr and 'runpy' not in got.stderr
+    # No frame of minloop's own or of runpy.  (Not the word "minloop":
+    # python's own message names the interpreter, whose path holds it in a
+    # clone called minloop.)
+    assert MINLOOP_DIR not in got.stderr and 'runpy' not in got.stderr
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="needs a venv to reach by another path")
+def test_run_fails_as_python_does_in_a_clone_named_minloop(broken, tmp_path_factory):
+    """The default clone's name is minloop, and python's messages name the
+    interpreter: <clone>/.venv/bin/python.  The venv reached through such a
+    path gives the same messages both ways."""
+    clone = tmp_path_factory.mktemp('clone') / 'minloop'
+    clone.mkdir()
+    (clone / '.venv').symlink_to(sys.prefix, target_is_directory=True)
+    python = str(clone / '.venv' / 'bin' / os.path.basename(sys.executable))
+    for args in (['-m', 'nosuchmodule'], ['nonexistent.py']):
+        got = subprocess.run([python, '-m', 'minloop', 'run', *args], capture_output=True,
+                             text=True, timeout=60, cwd=broken)
+        want = subprocess.run([python, *args], capture_output=True, text=True,
+                              timeout=60, cwd=broken)
+        assert 'minloop' in want.stderr
+        assert outcome(got) == outcome(want)
 
 
 def test_run_error_lines(broken):

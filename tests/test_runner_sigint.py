@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from conftest import LOOP_KINDS, import_minloop
+from conftest import LOOP_KINDS, import_minloop, sigint_as_from_a_terminal
 
 SCRIPT = textwrap.dedent("""
     import asyncio, os, signal, sys
@@ -59,7 +59,8 @@ def run_script(kind, mode, cwd):
     # cwd: not the source tree, whose unbuilt minloop/ would shadow the
     # installed one for `python -c`.
     proc = subprocess.run([sys.executable, "-c", SCRIPT, kind, mode], cwd=cwd,
-                          capture_output=True, text=True, timeout=20)
+                          capture_output=True, text=True, timeout=20,
+                          preexec_fn=sigint_as_from_a_terminal)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")[:-1]
 

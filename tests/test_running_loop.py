@@ -13,15 +13,20 @@ from asyncio import events
 
 import pytest
 
-# (_get_running_loop, _set_running_loop, get_running_loop, get_event_loop),
-# as CPython's GetEventLoopTestsMixin installs them.
+# (_get_running_loop, _set_running_loop, get_running_loop, get_event_loop,
+# Task, Future), as CPython's GetEventLoopTestsMixin installs them: the
+# functions with the tasks and futures of the same implementation, which
+# from 3.14 look for the running loop where their own functions keep it
+# (the C Task in the thread state, the pure-Python one through events).
 IMPLEMENTATIONS = {
     "py": (events._py__get_running_loop, events._py__set_running_loop,
-           events._py_get_running_loop, events._py_get_event_loop),
+           events._py_get_running_loop, events._py_get_event_loop,
+           asyncio.tasks._PyTask, asyncio.futures._PyFuture),
 }
 if hasattr(events, "_c__get_running_loop"):
     IMPLEMENTATIONS["c"] = (events._c__get_running_loop, events._c__set_running_loop,
-                            events._c_get_running_loop, events._c_get_event_loop)
+                            events._c_get_running_loop, events._c_get_event_loop,
+                            asyncio.tasks._CTask, asyncio.futures._CFuture)
 
 _NAMES = ("_get_running_loop", "_set_running_loop", "get_running_loop", "get_event_loop")
 
@@ -30,11 +35,26 @@ _NAMES = ("_get_running_loop", "_set_running_loop", "get_running_loop", "get_eve
 def installed(request, monkeypatch):
     """Install one implementation in asyncio.events and asyncio, as CPython's
     test does; return the functions."""
-    functions = IMPLEMENTATIONS[request.param]
+    *functions, task, future = IMPLEMENTATIONS[request.param]
     for name, function in zip(_NAMES, functions):
         monkeypatch.setattr(events, name, function)
         monkeypatch.setattr(asyncio, name, function)
-    return dict(zip(_NAMES, functions))
+    for module in (asyncio, asyncio.tasks):
+        monkeypatch.setattr(module, "Task", task)
+    for module in (asyncio, asyncio.futures):
+        monkeypatch.setattr(module, "Future", future)
+    return dict(zip(_NAMES, functions), Task=task, Future=future)
+
+
+def test_tasks_and_futures_are_of_the_installed_kind(loop, installed):
+    """The loop makes them from what asyncio.tasks and asyncio.futures hold
+    when asked, as asyncio's loop does (minloop read them once, at import)."""
+    async def main():
+        return type(loop.create_future())
+
+    task = loop.create_task(main())
+    assert type(task) is installed["Task"]
+    assert loop.run_until_complete(task) is installed["Future"]
 
 
 def test_running_loop_is_found_by_the_installed_functions(loop, installed):

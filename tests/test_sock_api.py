@@ -6,6 +6,7 @@ own errors, sockets with a timeout and subclasses going through their
 methods, every kind of buffer, replaced readers and transport-owned fds."""
 
 import asyncio
+import inspect
 import os
 import socket
 import sys
@@ -174,8 +175,9 @@ def test_sock_methods_return_coroutines(loop, socketpair):
         assert asyncio.iscoroutine(coro)
     finally:
         coro.close()
-    assert asyncio.iscoroutinefunction(loop.sock_recv)
-    assert asyncio.iscoroutinefunction(loop.sock_sendall)
+    # inspect's check: asyncio.iscoroutinefunction() is deprecated from 3.14.
+    assert inspect.iscoroutinefunction(loop.sock_recv)
+    assert inspect.iscoroutinefunction(loop.sock_sendall)
 
 
 def test_recv_zero_bytes(loop, socketpair):

@@ -444,8 +444,10 @@ def test_write_rejects_non_bytes(loop, tcp, bad):
         tr, pr, peer = await tcp(lambda: Recorder(loop))
         with pytest.raises(TypeError) as info:
             tr.write(bad)
-        assert str(info.value) == (f"data argument must be a bytes-like object, "
-                                   f"not {type(bad).__name__!r}")
+        # asyncio's own words on the running Python (3.14 reworded them).
+        with pytest.raises(TypeError) as want:
+            asyncio.selector_events._SelectorSocketTransport.write(None, bad)
+        assert str(info.value) == str(want.value)
         assert not tr.is_closing()
         await close_and_wait(tr, pr)
     loop.run_until_complete(main())
