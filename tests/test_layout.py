@@ -30,7 +30,7 @@ TICKED = re.compile(r"`([^`]+)`")
 
 
 # ---------------------------------------------------------------------------
-# Names: a file is named in the map as `loop.pyx` (minloop/), `bench/suite.py`
+# Names: a file is named in the map as `loop.pyx` (minloop/), `bench/rows.py`
 # (minloop/bench/) or `fd_table.h` (src/).
 
 def path_of(name):
@@ -230,9 +230,9 @@ def test_finds_what_it_checks():
     assert "fd_table.h" in uses_of("includes.pxd")                 # cdef extern from
     assert "poller.h" in uses_of("poller_epoll.c")                 # #include
     assert "_asyncio_compat.py" in uses_of("signals.py")           # from .x import
-    assert "bench/suite.py" in uses_of("__main__.py")              # from .pkg import module
+    assert "bench/cli.py" in uses_of("__main__.py")              # from .pkg import module
     assert "__init__.py" in uses_of("bench/report.py")             # from .. import name
-    assert {"loop.pyx", "sock_ops.pyx", "fd_table.c", "bench/suite.py"} <= source_files()
+    assert {"loop.pyx", "sock_ops.pyx", "fd_table.c", "bench/rows.py"} <= source_files()
     assert "loop.c" not in source_files()                          # Cython's output
 
 
