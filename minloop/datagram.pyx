@@ -215,7 +215,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         # transport was paused or closed meanwhile.
         if self._closing or self._paused:
             return
-        self._core._add_fd_handle(fd, POLLER_READ, callback, args)
+        self._core._add_fd_handle(fd, POLLER_READ, callback, args, None)
 
     cdef int _start_reading(self) except -1:
         self._add_reader(self._sock_fd, self._read_ready)
@@ -446,7 +446,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                     exc, 'Fatal write error on datagram transport')
                 return
             self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
-                                      self._sendto_ready, ())
+                                      self._sendto_ready, (), None)
 
         # Ensure that what we buffer is immutable.
         self._buffer.append((bytes(data), addr))
@@ -641,7 +641,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             # Else _sendto_ready() calls connection_lost() once all is sent.
             lose_connection(self._loop, self._core, self._sock_fd,
                             &self._closing, &self._conn_lost,
-                            self._call_connection_lost, None)
+                            self._call_connection_lost, None, None)
 
     def abort(self):
         check_loop_thread(self._core)
@@ -665,7 +665,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             drop_writer(self._loop, self._core, self._sock_fd)
         lose_connection(self._loop, self._core, self._sock_fd,
                         &self._closing, &self._conn_lost,
-                        self._call_connection_lost, exc)
+                        self._call_connection_lost, exc, None)
 
     def _call_connection_lost(self, exc):
         try:

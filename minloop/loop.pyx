@@ -888,12 +888,14 @@ cdef class LoopCore:
             raise
 
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
-                               tuple args):
-        """Install a new reader or writer for fd, cancelling the one it replaces."""
+                               tuple args, object context):
+        """Install a new reader or writer for fd, cancelling the one it
+        replaces.  It runs in `context`, or, if None, in a copy of the
+        current one (asyncio's Handle(..., context=None))."""
         _check_open(self)
         check_loop_thread(self)
         cdef int fdn = self._fileobj_to_fd(fd)
-        cdef Handle handle = new_handle(callback, args, self, None, xt_load_int(&self._debug))
+        cdef Handle handle = new_handle(callback, args, self, context, xt_load_int(&self._debug))
         old = self._set_fd_handle(fdn, which, handle)
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
@@ -902,10 +904,10 @@ cdef class LoopCore:
         return handle
 
     def _add_reader(self, fd, callback, *args):
-        return self._add_fd_handle(fd, POLLER_READ, callback, args)
+        return self._add_fd_handle(fd, POLLER_READ, callback, args, None)
 
     def _add_writer(self, fd, callback, *args):
-        return self._add_fd_handle(fd, POLLER_WRITE, callback, args)
+        return self._add_fd_handle(fd, POLLER_WRITE, callback, args, None)
 
     def _remove_reader(self, fd):
         return self._remove_fd_handle(fd, POLLER_READ)
