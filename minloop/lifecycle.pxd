@@ -19,7 +19,9 @@
 #   the file                   _sock / _pipe: None once connection_lost()
 #                              has run
 #   readonly object _protocol
-#   readonly bint _protocol_connected      (sockets, as asyncio's)
+#   readonly bint _protocol_connected      (sockets, as asyncio's; the
+#                                          stream transport's is a byte
+#                                          behind a property, see there)
 #   readonly object _server                (sockets)
 #   the write queue, its size (Py_ssize_t) and _protocol_paused, _high_water,
 #   _low_water (Py_ssize_t)                (writers)

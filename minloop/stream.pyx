@@ -217,13 +217,16 @@ cdef class SocketTransport(StreamTransportBase):
         readonly object _loop     # None once connection_lost() has run
         LoopCore _core            # the same loop, kept
         readonly int _sock_fd
+        # Three one-byte flags fill the rest of the fd's 8 bytes:
         # asyncio's `_extra` dict would have 'peername' first (an accepted
-        # connection's, given to the constructor).
-        bint _peername_given
+        # connection's, given to the constructor); asyncio's
+        # _protocol_connected (the property below); how reads reach the
+        # protocol (set_protocol).
+        unsigned char _peername_given
+        unsigned char _connected
+        unsigned char _read_mode
         readonly object _sock     # None once connection_lost() has run
         readonly object _protocol
-        readonly bint _protocol_connected
-        int _read_mode            # how reads reach the protocol (set_protocol)
         readonly object _server
         # The connection's context, when asyncio gives one (3.15): every
         # protocol callback the transport schedules runs in this one
@@ -245,7 +248,7 @@ cdef class SocketTransport(StreamTransportBase):
         readonly Py_ssize_t _conn_lost
         # The flags (C ints) go in pairs between the 8-byte fields, so that
         # the struct has no holes: _protocol_paused here, with the others,
-        # not beside _high_water; _read_mode beside _protocol_connected.
+        # not beside _high_water.
         readonly bint _protocol_paused
         readonly bint _closing
         readonly bint _paused
@@ -462,10 +465,14 @@ cdef class SocketTransport(StreamTransportBase):
         else:
             self._read_mode = _READ_DATA
         self._protocol = protocol
-        self._protocol_connected = True
+        self._connected = True
 
     def get_protocol(self):
         return self._protocol
+
+    @property
+    def _protocol_connected(self):
+        return bool(self._connected)
 
     # ------------------------------------------------------------------
     # ReadTransport
@@ -881,7 +888,7 @@ cdef class SocketTransport(StreamTransportBase):
 
     def _call_connection_lost(self, exc):
         try:
-            if self._protocol_connected:
+            if self._connected:
                 self._protocol.connection_lost(exc)
         finally:
             release_fd(self._core, self._sock_fd, self._buffer_size != 0)
