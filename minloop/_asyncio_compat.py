@@ -58,6 +58,12 @@ TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_cl
 # transport's abort() (which is _force_close(None) on asyncio's transports).
 TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).parameters
 
+# Not asyncio's, the interpreter's, for `minloop run` (_cli_run.py): python
+# gives a script's __main__ module `__cached__ = None`, as the import system
+# gives every module loaded from a file its __cached__, until 3.15, which
+# dropped the attribute everywhere.
+MODULES_HAVE_CACHED = hasattr(_base_events, '__cached__')
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
@@ -68,9 +74,15 @@ TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).
 DATAGRAM_SENDS_EMPTY = sys.version_info >= (3, 13)
 DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 # The datagram transport keeps a running count for get_write_buffer_size()
-# (3.11), which _force_close() leaves as it was when it drops the buffer;
-# 3.10 sums the buffer.
+# (3.11), which _force_close() leaves as it was when it drops the buffer
+# until 3.15 (whose _SelectorTransport._force_close() zeroes it); 3.10 sums
+# the buffer.
 DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
+FORCE_CLOSE_ZEROES_SIZE = sys.version_info >= (3, 15)
+
+# _run_once's end_time (timers due before it run) is now plus the clock's
+# resolution, or plus one ulp of now where that is more (3.15).
+END_TIME_PAST_ULP = sys.version_info >= (3, 15)
 
 # Subprocess _wait() futures are woken in connection_lost, after every pipe
 # is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).

@@ -72,6 +72,7 @@ cdef enum:
 cdef bint _SEND_EMPTY = _asyncio_compat.DATAGRAM_SENDS_EMPTY
 cdef Py_ssize_t _HEADER_SIZE = _asyncio_compat.DATAGRAM_HEADER_SIZE
 cdef bint _SIZE_COUNTED = _asyncio_compat.DATAGRAM_SIZE_COUNTED
+cdef bint _FORCE_CLOSE_ZEROES_SIZE = _asyncio_compat.FORCE_CLOSE_ZEROES_SIZE
 # Without the reading API, asyncio's _add_reader only looked at _closing,
 # which is what the checks below come to, as _paused stays False.
 cdef bint _READING_API = _asyncio_compat.DATAGRAM_READING_API
@@ -660,7 +661,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             return
         if self._buffer:
             self._buffer.clear()
-            if not _SIZE_COUNTED:
+            if not _SIZE_COUNTED or _FORCE_CLOSE_ZEROES_SIZE:
                 self._buffer_size = 0
             drop_writer(self._loop, self._core, self._sock_fd)
         lose_connection(self._loop, self._core, self._sock_fd,

@@ -30,11 +30,13 @@ from asyncio import events as _aio_events
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
 
+from . import _asyncio_compat
+
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
 from libc.errno cimport EINTR, ENOMEM
-from libc.math cimport ceil, isnan
+from libc.math cimport ceil, fmax, isnan, nextafter, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
@@ -53,6 +55,9 @@ cdef enum:
 # asyncio's cap on one wait: a timer a year away still wakes us daily, so
 # a changed wall clock or a suspended machine cannot stall the loop forever.
 cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
+
+# 3.15's _run_once: end_time is at least one ulp after now (see there).
+cdef bint _END_TIME_PAST_ULP = _asyncio_compat.END_TIME_PAST_ULP
 
 cdef object _Task = _aio_tasks.Task
 cdef object _Future = _aio_futures.Future
@@ -553,7 +558,7 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef int rc
-        cdef double when, end_time
+        cdef double when, now, end_time
         cdef size_t ntodo, i
         cdef void *item
         cdef Handle handle
@@ -596,7 +601,15 @@ cdef class LoopCore:
         # each due timer moves to the ready queue (_queue_due), in the order
         # they would be popped.
         if heap_len(&self._timers):
-            end_time = monotonic_now() + self._clock_resolution
+            now = monotonic_now()
+            if _END_TIME_PAST_ULP:
+                # Where the clock's resolution is below a double's step at
+                # `now` (after 2**24 s of uptime for 1 ns), now + resolution
+                # is now: a timer due at `now` would wait for the clock.
+                end_time = now + fmax(self._clock_resolution,
+                                      nextafter(now, INFINITY) - now)
+            else:
+                end_time = now + self._clock_resolution
             rc = heap_drain_due(&self._timers, end_time, _queue_due, &self._ready)
             if rc < 0:
                 # The timer the ring refused, and those after it, are still
