@@ -164,6 +164,12 @@ DEFAULT_POLICY_BASE = (getattr(_unix_events, '_UnixDefaultEventLoopPolicy', None
 SENDFILE_ALWAYS_SEEKS = 'total_sent' not in inspect.signature(
     _unix_events._UnixSelectorEventLoop._sock_sendfile_update_filepos).parameters
 
+# Not asyncio's, the interpreter's, for `minloop run` (_cli_run.py): python
+# gives a script's __main__ module `__cached__ = None`, as the import system
+# gives every module loaded from a file its __cached__, until 3.15, which
+# dropped the attribute everywhere.
+MODULES_HAVE_CACHED = hasattr(_base_events, '__cached__')
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
@@ -174,9 +180,15 @@ SENDFILE_ALWAYS_SEEKS = 'total_sent' not in inspect.signature(
 DATAGRAM_SENDS_EMPTY = sys.version_info >= (3, 13)
 DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 # The datagram transport keeps a running count for get_write_buffer_size()
-# (3.11), which _force_close() leaves as it was when it drops the buffer;
-# 3.10 sums the buffer.
+# (3.11), which _force_close() leaves as it was when it drops the buffer
+# until 3.15 (whose _SelectorTransport._force_close() zeroes it); 3.10 sums
+# the buffer.
 DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
+FORCE_CLOSE_ZEROES_SIZE = sys.version_info >= (3, 15)
+
+# _run_once's end_time (timers due before it run) is now plus the clock's
+# resolution, or plus one ulp of now where that is more (3.15).
+END_TIME_PAST_ULP = sys.version_info >= (3, 15)
 
 # A socket transport whose close() waited for its queue to drain counts the
 # connection lost when the flush ends it (3.14, gh-156512): write(),

@@ -31,6 +31,8 @@ import sys
 import threading
 import types
 
+from . import _asyncio_compat
+
 
 def parse(argv, parser):
     """(module, script, the program's arguments) from what follows ``run``.
@@ -144,7 +146,8 @@ def _run_path(path, args):
         return 2
     main = _fresh_main_module()
     main.__file__ = abspath
-    main.__cached__ = None
+    if _asyncio_compat.MODULES_HAVE_CACHED:
+        main.__cached__ = None
     if data[:4] == importlib.util.MAGIC_NUMBER:
         main.__loader__ = importlib.machinery.SourcelessFileLoader('__main__', abspath)
         code = marshal.loads(data[16:])

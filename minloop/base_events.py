@@ -220,6 +220,13 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     # options, Server): they reach the compiled code through
     # _make_socket_transport, _make_ssl_transport, _start_serving and
     # _stop_serving below.
+    #
+    # From 3.15 those functions pass context=: the context every protocol
+    # callback of the connection runs in (a copy of the caller's for a
+    # client, of the Server's creator's for each accepted connection).
+    # Ours take it on every version; asyncio before 3.15 never passes it,
+    # and None means its behaviour (each callback in a copy of the context
+    # current when it was scheduled).
 
     create_connection = _BaseEventLoop.create_connection
     _connect_sock = _BaseEventLoop._connect_sock
@@ -229,15 +236,15 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     _accept_connection2 = _BaseSelectorEventLoop._accept_connection2
 
     def _make_socket_transport(self, sock, protocol, waiter=None, *,
-                               extra=None, server=None):
+                               extra=None, server=None, context=None):
         return _stream.SocketTransport(self, sock, protocol, waiter, extra,
-                                       server)
+                                       server, context)
 
     def _make_ssl_transport(
             self, rawsock, protocol, sslcontext, waiter=None, *,
             server_side=False, server_hostname=None, extra=None, server=None,
             ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
-            ssl_shutdown_timeout=None):
+            ssl_shutdown_timeout=None, context=None):
         # TLS is a protocol between the socket transport and the
         # application's protocol: minloop's compiled one (tls.pyx), with
         # asyncio 3.11+'s behaviour on every Python.
@@ -246,18 +253,18 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout)
         _stream.SocketTransport(self, rawsock, ssl_protocol, None, extra,
-                                server)
+                                server, context)
         return ssl_protocol._app_transport
 
     def _start_serving(self, protocol_factory, sock, sslcontext=None,
                        server=None, backlog=100,
                        ssl_handshake_timeout=_aio_constants.SSL_HANDSHAKE_TIMEOUT,
-                       ssl_shutdown_timeout=None):
+                       ssl_shutdown_timeout=None, context=None):
         if _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
             ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
         self._add_reader(sock.fileno(), _stream.accept_connections, self,
                          protocol_factory, sock, sslcontext, server, backlog,
-                         ssl_handshake_timeout, ssl_shutdown_timeout)
+                         ssl_handshake_timeout, ssl_shutdown_timeout, context)
 
     def _stop_serving(self, sock):
         # A Unix socket's path is removed only if it is still this socket's

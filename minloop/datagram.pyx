@@ -72,6 +72,7 @@ cdef enum:
 cdef bint _SEND_EMPTY = _asyncio_compat.DATAGRAM_SENDS_EMPTY
 cdef Py_ssize_t _HEADER_SIZE = _asyncio_compat.DATAGRAM_HEADER_SIZE
 cdef bint _SIZE_COUNTED = _asyncio_compat.DATAGRAM_SIZE_COUNTED
+cdef bint _FORCE_CLOSE_ZEROES_SIZE = _asyncio_compat.FORCE_CLOSE_ZEROES_SIZE
 # Without the reading API, asyncio's _add_reader only looked at _closing,
 # which is what the checks below come to, as _paused stays False.
 cdef bint _READING_API = _asyncio_compat.DATAGRAM_READING_API
@@ -215,7 +216,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         # transport was paused or closed meanwhile.
         if self._closing or self._paused:
             return
-        self._core._add_fd_handle(fd, POLLER_READ, callback, args)
+        self._core._add_fd_handle(fd, POLLER_READ, callback, args, None)
 
     cdef int _start_reading(self) except -1:
         self._add_reader(self._sock_fd, self._read_ready)
@@ -446,7 +447,7 @@ cdef class DatagramTransport(DatagramTransportBase):
                     exc, 'Fatal write error on datagram transport')
                 return
             self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
-                                      self._sendto_ready, ())
+                                      self._sendto_ready, (), None)
 
         # Ensure that what we buffer is immutable.
         self._buffer.append((bytes(data), addr))
@@ -641,7 +642,7 @@ cdef class DatagramTransport(DatagramTransportBase):
             # Else _sendto_ready() calls connection_lost() once all is sent.
             lose_connection(self._loop, self._core, self._sock_fd,
                             &self._closing, &self._conn_lost,
-                            self._call_connection_lost, None)
+                            self._call_connection_lost, None, None)
 
     def abort(self):
         check_loop_thread(self._core)
@@ -660,12 +661,12 @@ cdef class DatagramTransport(DatagramTransportBase):
             return
         if self._buffer:
             self._buffer.clear()
-            if not _SIZE_COUNTED:
+            if not _SIZE_COUNTED or _FORCE_CLOSE_ZEROES_SIZE:
                 self._buffer_size = 0
             drop_writer(self._loop, self._core, self._sock_fd)
         lose_connection(self._loop, self._core, self._sock_fd,
                         &self._closing, &self._conn_lost,
-                        self._call_connection_lost, exc)
+                        self._call_connection_lost, exc, None)
 
     def _call_connection_lost(self, exc):
         try:

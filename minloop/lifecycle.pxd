@@ -19,7 +19,9 @@
 #   the file                   _sock / _pipe: None once connection_lost()
 #                              has run
 #   readonly object _protocol
-#   readonly bint _protocol_connected      (sockets, as asyncio's)
+#   readonly bint _protocol_connected      (sockets, as asyncio's; the
+#                                          stream transport's is a byte
+#                                          behind a property, see there)
 #   readonly object _server                (sockets)
 #   the write queue, its size (Py_ssize_t) and _protocol_paused, _high_water,
 #   _low_water (Py_ssize_t)                (writers)
@@ -103,25 +105,30 @@ cdef inline int drop_writer(object loop, LoopCore core, int fd) except -1:
 
 cdef inline int schedule_connection_lost(object loop, LoopCore core, int fd,
                                          object call_connection_lost,
-                                         object exc) except -1:
+                                         object exc, object context) except -1:
     """The end of close() and _force_close(): nothing more is written (no
-    writer), and connection_lost(exc) comes in the next iteration.  On the
-    cleared loop, call_soon fails as asyncio's."""
+    writer), and connection_lost(exc) comes in the next iteration, in the
+    transport's context if it has one (asyncio 3.15's socket transports),
+    else in a copy of the current one.  On the cleared loop, call_soon fails
+    as asyncio's."""
     core._remove_fd_handle(fd, POLLER_WRITE)
-    loop.call_soon(call_connection_lost, exc)
+    if context is None:
+        loop.call_soon(call_connection_lost, exc)
+    else:
+        loop.call_soon(call_connection_lost, exc, context=context)
     return 0
 
 
 cdef inline int lose_connection(object loop, LoopCore core, int fd,
                                  bint *closing, Py_ssize_t *conn_lost,
                                  object call_connection_lost,
-                                 object exc) except -1:
+                                 object exc, object context) except -1:
     """The end of close() (nothing queued) and of _force_close(): nothing
     more is read or written, _conn_lost counts from 1, and connection_lost(exc)
-    comes in the next iteration."""
+    comes in the next iteration (in `context`, as schedule_connection_lost)."""
     begin_closing(core, fd, closing)
     conn_lost[0] += 1
-    schedule_connection_lost(loop, core, fd, call_connection_lost, exc)
+    schedule_connection_lost(loop, core, fd, call_connection_lost, exc, context)
     return 0
 
 

@@ -92,7 +92,7 @@ cdef class LoopCore:
     cdef int _fileobj_to_fd(self, object fileobj) except -1
     cdef int _lookup_fd(self, object fileobj) except -2
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
-                               tuple args)
+                               tuple args, object context)
     cdef bint _remove_fd_handle(self, object fd, int which) except -1
     cdef Handle _add_oneshot_handle(self, int fd, int which, object callback)
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1

@@ -31,13 +31,11 @@ from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
 from . import _asyncio_compat
 
-from . import _asyncio_compat
-
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
 from libc.errno cimport EINTR, ENOMEM
-from libc.math cimport ceil, isnan
+from libc.math cimport ceil, fmax, isnan, nextafter, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
@@ -64,6 +62,8 @@ cdef dict _tasks_namespace = _aio_tasks.__dict__
 cdef dict _futures_namespace = _aio_futures.__dict__
 cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
 cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
+# 3.15's _run_once: end_time is at least one ulp after now (see there).
+cdef bint _END_TIME_PAST_ULP = _asyncio_compat.END_TIME_PAST_ULP
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
@@ -568,7 +568,7 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef int rc
-        cdef double when, end_time
+        cdef double when, now, end_time
         cdef size_t ntodo, i
         cdef void *item
         cdef Handle handle
@@ -611,7 +611,15 @@ cdef class LoopCore:
         # each due timer moves to the ready queue (_queue_due), in the order
         # they would be popped.
         if heap_len(&self._timers):
-            end_time = monotonic_now() + self._clock_resolution
+            now = monotonic_now()
+            if _END_TIME_PAST_ULP:
+                # Where the clock's resolution is below a double's step at
+                # `now` (after 2**24 s of uptime for 1 ns), now + resolution
+                # is now: a timer due at `now` would wait for the clock.
+                end_time = now + fmax(self._clock_resolution,
+                                      nextafter(now, INFINITY) - now)
+            else:
+                end_time = now + self._clock_resolution
             rc = heap_drain_due(&self._timers, end_time, _queue_due, &self._ready)
             if rc < 0:
                 # The timer the ring refused, and those after it, are still
@@ -903,12 +911,14 @@ cdef class LoopCore:
             raise
 
     cdef Handle _add_fd_handle(self, object fd, int which, object callback,
-                               tuple args):
-        """Install a new reader or writer for fd, cancelling the one it replaces."""
+                               tuple args, object context):
+        """Install a new reader or writer for fd, cancelling the one it
+        replaces.  It runs in `context`, or, if None, in a copy of the
+        current one (asyncio's Handle(..., context=None))."""
         _check_open(self)
         check_loop_thread(self)
         cdef int fdn = self._fileobj_to_fd(fd)
-        cdef Handle handle = new_handle(callback, args, self, None, xt_load_int(&self._debug))
+        cdef Handle handle = new_handle(callback, args, self, context, xt_load_int(&self._debug))
         old = self._set_fd_handle(fdn, which, handle)
         if not isinstance(fd, int):
             self._fd_objects[fdn] = fd
@@ -917,10 +927,10 @@ cdef class LoopCore:
         return handle
 
     def _add_reader(self, fd, callback, *args):
-        return self._add_fd_handle(fd, POLLER_READ, callback, args)
+        return self._add_fd_handle(fd, POLLER_READ, callback, args, None)
 
     def _add_writer(self, fd, callback, *args):
-        return self._add_fd_handle(fd, POLLER_WRITE, callback, args)
+        return self._add_fd_handle(fd, POLLER_WRITE, callback, args, None)
 
     def _remove_reader(self, fd):
         return self._remove_fd_handle(fd, POLLER_READ)

@@ -176,7 +176,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             return
         self._paused = False
         self._core._add_fd_handle(self._fileno, POLLER_READ,
-                                  self._read_ready, ())
+                                  self._read_ready, (), None)
         if self._core._debug:
             _logger.debug("%r resumes reading", self)
 
@@ -185,7 +185,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         # first.  (3.10's asyncio started reading regardless.)
         if self._paused or self._closing:
             return
-        self._core._add_fd_handle(fd, POLLER_READ, callback, ())
+        self._core._add_fd_handle(fd, POLLER_READ, callback, (), None)
 
     def _read_ready(self):
         if self._closing:
@@ -325,7 +325,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         # would then watch a closed fd).
         if self._lost:
             return
-        self._core._add_fd_handle(fd, POLLER_READ, callback, ())
+        self._core._add_fd_handle(fd, POLLER_READ, callback, (), None)
 
     def _read_ready(self):
         # The read end was closed.
@@ -363,7 +363,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
                 return   # all of it went out
             try:
                 self._core._add_fd_handle(self._fileno, POLLER_WRITE,
-                                          self._write_ready, ())
+                                          self._write_ready, (), None)
             except BaseException:
                 # A closed loop: asyncio fails before it queues anything.
                 self._clear_buffer()
@@ -518,7 +518,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         self._core._remove_fd_handle(self._fileno, POLLER_READ)
         self._lost = True
         schedule_connection_lost(self._loop, self._core, self._fileno,
-                                 self._call_connection_lost, exc)
+                                 self._call_connection_lost, exc, None)
 
     def _call_connection_lost(self, exc):
         if self._loop is None:

@@ -214,14 +214,23 @@ cdef class SocketTransport(StreamTransportBase):
         readonly object _loop     # None once connection_lost() has run
         LoopCore _core            # the same loop, kept
         readonly int _sock_fd
+        # Three one-byte flags fill the rest of the fd's 8 bytes:
         # asyncio's `_extra` dict would have 'peername' first (an accepted
-        # connection's, given to the constructor).
-        bint _peername_given
+        # connection's, given to the constructor); asyncio's
+        # _protocol_connected (the property below); how reads reach the
+        # protocol (set_protocol).
+        unsigned char _peername_given
+        unsigned char _connected
+        unsigned char _read_mode
         readonly object _sock     # None once connection_lost() has run
         readonly object _protocol
-        readonly bint _protocol_connected
-        int _read_mode            # how reads reach the protocol (set_protocol)
         readonly object _server
+        # The connection's context, when asyncio gives one (3.15): every
+        # protocol callback the transport schedules runs in this one
+        # object, so what connection_made() sets, data_received() and
+        # connection_lost() see.  None before 3.15: each callback runs in a
+        # copy of the context current when it was scheduled.
+        readonly object _context
         # Data not yet sent, oldest first: bytes objects only.  The first
         # `_buffer_head` bytes of _buffer[0] have been sent already.  None
         # while nothing is queued: most connections' writes go out at once,
@@ -236,7 +245,7 @@ cdef class SocketTransport(StreamTransportBase):
         readonly Py_ssize_t _conn_lost
         # The flags (C ints) go in pairs between the 8-byte fields, so that
         # the struct has no holes: _protocol_paused here, with the others,
-        # not beside _high_water; _read_mode beside _protocol_connected.
+        # not beside _high_water.
         readonly bint _protocol_paused
         readonly bint _closing
         readonly bint _paused
@@ -265,11 +274,12 @@ cdef class SocketTransport(StreamTransportBase):
         self._sock_fd = -1
 
     def __init__(self, loop, sock, protocol, waiter=None, extra=None,
-                 server=None):
-        self._setup(loop, sock, protocol, waiter, extra, False, None, server)
+                 server=None, context=None):
+        self._setup(loop, sock, protocol, waiter, extra, False, None, server,
+                    context)
 
     cdef _setup(self, loop, sock, protocol, waiter, extra, bint accepted,
-                peername, server):
+                peername, server, context):
         """__init__; the accept loop calls it with `accepted` and the peer's
         address as accept() returned it (asyncio's extra={'peername': addr}),
         so that no dict is made."""
@@ -307,6 +317,7 @@ cdef class SocketTransport(StreamTransportBase):
         self._core = core
         self._sock = sock
         self._sock_fd = sock.fileno()
+        self._context = context
         self.set_protocol(protocol)
         self._server = server
         self._set_write_buffer_limits(None, None)
@@ -321,11 +332,20 @@ cdef class SocketTransport(StreamTransportBase):
         # Small writes go out without waiting for the peer's ACK (asyncio
         # disables Nagle's algorithm on every TCP transport).
         _set_nodelay(sock)
-        loop.call_soon(self._protocol.connection_made, self)
         # Reading starts only once connection_made() has run.
-        loop.call_soon(self._add_reader, self._sock_fd, self._read_ready)
-        if waiter is not None:
-            loop.call_soon(_set_result_unless_cancelled, waiter, None)
+        if context is None:
+            loop.call_soon(self._protocol.connection_made, self)
+            loop.call_soon(self._add_reader, self._sock_fd, self._read_ready)
+            if waiter is not None:
+                loop.call_soon(_set_result_unless_cancelled, waiter, None)
+        else:
+            loop.call_soon(self._protocol.connection_made, self,
+                           context=context)
+            loop.call_soon(self._add_reader, self._sock_fd, self._read_ready,
+                           context=context)
+            if waiter is not None:
+                loop.call_soon(_set_result_unless_cancelled, waiter, None,
+                               context=context)
 
     cdef bint _owns_fd(self) noexcept:
         return (self._core is not None and
@@ -442,10 +462,14 @@ cdef class SocketTransport(StreamTransportBase):
         else:
             self._read_mode = _READ_DATA
         self._protocol = protocol
-        self._protocol_connected = True
+        self._connected = True
 
     def get_protocol(self):
         return self._protocol
+
+    @property
+    def _protocol_connected(self):
+        return bool(self._connected)
 
     # ------------------------------------------------------------------
     # ReadTransport
@@ -474,7 +498,8 @@ cdef class SocketTransport(StreamTransportBase):
     def _add_reader(self, fd, callback, *args):
         if self._closing or self._paused:
             return
-        self._core._add_fd_handle(fd, POLLER_READ, callback, args)
+        self._core._add_fd_handle(fd, POLLER_READ, callback, args,
+                                  self._context)
 
     def _read_ready(self):
         if self._conn_lost:
@@ -616,7 +641,7 @@ cdef class SocketTransport(StreamTransportBase):
             if not self._queue(data, sent):
                 return   # all of it went out
             self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
-                                      self._write_ready, ())
+                                      self._write_ready, (), self._context)
         else:
             self._queue(data, 0)
         self._maybe_pause_protocol()
@@ -665,7 +690,7 @@ cdef class SocketTransport(StreamTransportBase):
                 return
             if self._buffer_size:
                 self._core._add_fd_handle(self._sock_fd, POLLER_WRITE,
-                                          self._write_ready, ())
+                                          self._write_ready, (), self._context)
         self._maybe_pause_protocol()
 
     cdef _count_write_after_loss(self):
@@ -837,7 +862,7 @@ cdef class SocketTransport(StreamTransportBase):
             # Else _write_ready() calls connection_lost() once all is sent.
             lose_connection(self._loop, self._core, self._sock_fd,
                             &self._closing, &self._conn_lost,
-                            self._call_connection_lost, None)
+                            self._call_connection_lost, None, self._context)
 
     def abort(self):
         check_loop_thread(self._core)
@@ -857,11 +882,11 @@ cdef class SocketTransport(StreamTransportBase):
             drop_writer(self._loop, self._core, self._sock_fd)
         lose_connection(self._loop, self._core, self._sock_fd,
                         &self._closing, &self._conn_lost,
-                        self._call_connection_lost, exc)
+                        self._call_connection_lost, exc, self._context)
 
     def _call_connection_lost(self, exc):
         try:
-            if self._protocol_connected:
+            if self._connected:
                 self._protocol.connection_lost(exc)
         finally:
             release_fd(self._core, self._sock_fd, self._buffer_size != 0)
@@ -883,11 +908,13 @@ cdef class SocketTransport(StreamTransportBase):
 
 def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                        int backlog, ssl_handshake_timeout,
-                       ssl_shutdown_timeout):
+                       ssl_shutdown_timeout, context):
     """Accept up to `backlog` connections now waiting on sock.
 
     The loop's reader for a listening socket, with the arguments of
-    asyncio's BaseSelectorEventLoop._accept_connection.
+    asyncio's BaseSelectorEventLoop._accept_connection.  `context`: the
+    server's (asyncio 3.15's Server copies its creator's), of which each
+    connection gets a copy of its own; None before 3.15.
     """
     cdef int i
     for i in range(backlog):
@@ -917,15 +944,29 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
                     'socket': _TransportSocket(sock),
                 })
                 loop._remove_reader(sock.fileno())
-                loop.call_later(_aio_constants.ACCEPT_RETRY_DELAY, loop._start_serving,
-                                protocol_factory, sock, sslcontext, server,
-                                backlog, ssl_handshake_timeout,
-                                ssl_shutdown_timeout)
+                if context is None:
+                    loop.call_later(_aio_constants.ACCEPT_RETRY_DELAY, loop._start_serving,
+                                    protocol_factory, sock, sslcontext, server,
+                                    backlog, ssl_handshake_timeout,
+                                    ssl_shutdown_timeout)
+                else:
+                    loop.call_later(_aio_constants.ACCEPT_RETRY_DELAY, loop._start_serving,
+                                    protocol_factory, sock, sslcontext, server,
+                                    backlog, ssl_handshake_timeout,
+                                    ssl_shutdown_timeout, context)
                 return None
             raise
+        conn_context = context.copy() if context is not None else None
         if sslcontext is not None:
             extra = {'peername': addr}
             # TLS goes through asyncio's task-based path unchanged.
+            if conn_context is not None:
+                accept = loop._accept_connection2(
+                    protocol_factory, conn, extra, sslcontext, server,
+                    ssl_handshake_timeout, ssl_shutdown_timeout,
+                    context=conn_context)
+                loop.create_task(accept, context=conn_context)
+                continue
             if _HAS_SSL_SHUTDOWN_TIMEOUT:
                 accept = loop._accept_connection2(
                     protocol_factory, conn, extra, sslcontext, server,
@@ -938,21 +979,28 @@ def accept_connections(loop, protocol_factory, sock, sslcontext, server,
             continue
         # asyncio sets each connection up in a task of its own, so the
         # protocol factory runs in a fresh copy of the server's context:
-        # what one connection sets must not leak into the next.
-        _copy_context().run(_serve_connection, loop, protocol_factory, conn,
-                            addr, server)
+        # what one connection sets must not leak into the next.  From 3.15
+        # that copy is the connection's context for good (the task runs in
+        # it, and the transport's callbacks too).
+        if conn_context is None:
+            _copy_context().run(_serve_connection, loop, protocol_factory,
+                                conn, addr, server, None)
+        else:
+            conn_context.run(_serve_connection, loop, protocol_factory, conn,
+                             addr, server, conn_context)
     return None
 
 
-def _serve_connection(loop, protocol_factory, conn, addr, server):
+def _serve_connection(loop, protocol_factory, conn, addr, server, context):
     cdef SocketTransport transport
     protocol = None
     try:
         protocol = protocol_factory()
         # SocketTransport(loop, conn, protocol, None, {'peername': addr},
-        # server), without the dict.
+        # server, context), without the dict.
         transport = SocketTransport.__new__(SocketTransport, loop)
-        transport._setup(loop, conn, protocol, None, None, True, addr, server)
+        transport._setup(loop, conn, protocol, None, None, True, addr, server,
+                         context)
     except (SystemExit, KeyboardInterrupt):
         conn.close()
         raise

@@ -164,7 +164,9 @@ cdef class SSLProtocol(BufferedProtocolBase):
         object _shutdown_timeout_handle
 
         bint _ssl_writing_paused      # the socket transport's buffer is full
-        bint _app_reading_paused      # the application paused reading
+        # The application paused reading (readable, as asyncio's: code
+        # waits for it, CPython's test_server_context among them).
+        readonly bint _app_reading_paused
         bint _ssl_reading_paused      # we paused the socket transport
         bint _app_writing_paused      # we paused the application
         Py_ssize_t _incoming_high_water

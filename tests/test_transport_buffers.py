@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+from asyncio import selector_events
 
 CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tls_certs")
 PY = sys.version_info[:2]
@@ -82,7 +83,8 @@ class Fatal:
 
 @dataclass(frozen=True)
 class Accident:
-    """asyncio (where `happens`) does `asyncio`; minloop does `repaired`."""
+    """asyncio (where `happens`) does `asyncio` (None: a state no outcome
+    here describes, not run); minloop does `repaired`."""
     asyncio: object
     repaired: object
     happens: bool = True
@@ -128,6 +130,21 @@ def wl_stream_formatted(error):
                     SENT, happens=not WRITELINES_JOINS)
 
 
+# asyncio 3.15's socket writelines() queues item by item, adding len() of
+# each to a running count: an item memoryview() refuses, or one without
+# len(), raises with the items before it queued and no writer armed.  They
+# are never sent, and close() never ends (it waits for them).  Not run on
+# asyncio there; minloop raises as before, or sends, with nothing left
+# behind.
+_writelines = vars(selector_events._SelectorSocketTransport).get('writelines')
+WRITELINES_WEDGES = (_writelines is not None
+                     and '_buffer_size' in _writelines.__code__.co_names)
+
+
+def wl_stream_wedged(repaired):
+    return Accident(None, repaired, happens=WRITELINES_WEDGES)
+
+
 # asyncio's write pipe compares os.write()'s byte count with len(data), an
 # item count for these: it then writes from an empty buffer and fails.
 PIPE_FORMATTED = Accident(Fatal(AssertionError, "Exception in callback "
@@ -154,15 +171,15 @@ TABLE = {
     "2-d":                   (SENT,          wl_stream_formatted(IndexError), PIPE_FORMATTED, SENT,    SENT,               SENT,           SENT),
     "array":                 (STREAM_NOT_BYTES_LIKE, wl_stream_formatted(IndexError), PIPE_ASSERT,   SENT,    TLS_NOT_BYTES_LIKE, SENT,           NOT_BYTES_LIKE),
     "mmap":                  (STREAM_NOT_BYTES_LIKE, SENT,                   PIPE_ASSERT,    SENT,            TLS_NOT_BYTES_LIKE, SENT,           NOT_BYTES_LIKE),
-    "PickleBuffer":          (STREAM_NOT_BYTES_LIKE, SENT,                   PIPE_ASSERT,    SENT,            TLS_NOT_BYTES_LIKE, TLS_NO_LEN,     NOT_BYTES_LIKE),
+    "PickleBuffer":          (STREAM_NOT_BYTES_LIKE, wl_stream_wedged(SENT), PIPE_ASSERT,    SENT,            TLS_NOT_BYTES_LIKE, TLS_NO_LEN,     NOT_BYTES_LIKE),
     "ctypes array":          (STREAM_NOT_BYTES_LIKE, SENT,                   PIPE_ASSERT,    SENT,            TLS_NOT_BYTES_LIKE, SENT,           NOT_BYTES_LIKE),
-    "ctypes int (0-d)":      (STREAM_NOT_BYTES_LIKE, wl_stream_formatted(TypeError), PIPE_ASSERT, SENT,       TLS_NOT_BYTES_LIKE, TLS_NO_LEN,     NOT_BYTES_LIKE),
+    "ctypes int (0-d)":      (STREAM_NOT_BYTES_LIKE, wl_stream_wedged(wl_stream_formatted(TypeError)), PIPE_ASSERT, SENT,       TLS_NOT_BYTES_LIKE, TLS_NO_LEN,     NOT_BYTES_LIKE),
     "empty bytes":           (SENT,          SENT,                    SENT,           SENT,            SENT,               SENT,           EMPTY_DATAGRAM),
     "empty bytearray":       (SENT,          SENT,                    SENT,           SENT,            SENT,               SENT,           EMPTY_DATAGRAM),
     "empty memoryview":      (SENT,          SENT,                    SENT,           SENT,            SENT,               SENT,           EMPTY_DATAGRAM),
     "empty array":           (STREAM_NOT_BYTES_LIKE, SENT,                   PIPE_ASSERT,    SENT,            TLS_NOT_BYTES_LIKE, SENT,           NOT_BYTES_LIKE),
-    "str":                   (STREAM_NOT_BYTES_LIKE, WL_STREAM_NOT_BUFFER,   PIPE_ASSERT,    JOIN_REFUSES,    TLS_NOT_BYTES_LIKE, None,           NOT_BYTES_LIKE),
-    "int":                   (STREAM_NOT_BYTES_LIKE, WL_STREAM_NOT_BUFFER,   PIPE_ASSERT,    JOIN_REFUSES,    TLS_NOT_BYTES_LIKE, None,           NOT_BYTES_LIKE),
+    "str":                   (STREAM_NOT_BYTES_LIKE, wl_stream_wedged(WL_STREAM_NOT_BUFFER), PIPE_ASSERT,    JOIN_REFUSES,    TLS_NOT_BYTES_LIKE, None,           NOT_BYTES_LIKE),
+    "int":                   (STREAM_NOT_BYTES_LIKE, wl_stream_wedged(WL_STREAM_NOT_BUFFER), PIPE_ASSERT,    JOIN_REFUSES,    TLS_NOT_BYTES_LIKE, None,           NOT_BYTES_LIKE),
 }
 # (None: asyncio's TLS layer queues a str or an int and fails later, in
 # ways that depend on the handshake's timing; not compared.)
@@ -315,9 +332,11 @@ async def exchange(loop, transport_kind, method, buf):
 @pytest.mark.parametrize("column, name, outcome", _cases())
 def test_buffer_kinds(loop, loop_kind, column, name, outcome):
     transport_kind, method = column.split(".")
-    if isinstance(outcome, Accident):
+    while isinstance(outcome, Accident):
         outcome = (outcome.asyncio if loop_kind == "asyncio" and outcome.happens
                    else outcome.repaired)
+    if outcome is None:
+        pytest.skip("asyncio's socket transport is left wedged (WRITELINES_WEDGES)")
     if transport_kind == "tls" and loop_kind == "asyncio" and PY < (3, 11):
         pytest.skip("3.10's asyncio has the older TLS layer; minloop runs "
                     "3.11's there (README)")
