@@ -23,6 +23,12 @@ HAS_RUNNER = hasattr(asyncio, 'Runner')
 # asyncio.run(loop_factory=...) (3.12, gh-99388).
 RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parameters
 
+# loop.create_task(coro, **kwargs) passes every keyword, name= too, to the
+# task factory and does not set the name afterwards (3.14).
+TASK_FACTORY_TAKES_NAME = any(
+    p.kind is p.VAR_KEYWORD
+    for p in inspect.signature(_base_events.BaseEventLoop.create_task).parameters.values())
+
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
     _format_helpers._format_callback_source).parameters

@@ -24,12 +24,17 @@ How the tests are bound to the loop (see each test_cpython_*.py):
   (CPython's tests reset the policy in tearDown/tearDownModule), and resets it
   after.  Everything that asks the policy gets our loop: asyncio.new_event_loop(),
   asyncio.run(), asyncio.Runner, unittest.IsolatedAsyncioTestCase.
+* asyncio.EventLoop (3.13+), which CPython's tests name from 3.14 where they
+  want the default loop (a class's loop_factory, asyncio.run(loop_factory=...),
+  asyncio.EventLoop()), makes our loop while a test runs; bind() gives a class
+  whose loop_factory is asyncio.EventLoop one that makes our loop.
 * test_events: EventLoopTestsMixin and SubprocessTestsMixin are bound to classes
   whose create_event_loop() returns our loop; test_runners: BaseTest.new_loop()
   is overridden to return our loop instead of a mocked asyncio.BaseEventLoop.
 * test_utils.TestLoop, CPython's fake-clock loop, stays as it is where tests
   ask for it (self.new_test_loop()): those tests are about Task/Future with
-  controlled time.
+  controlled time.  So do the other stand-in loops CPython's tests define
+  on asyncio.BaseEventLoop without a selector (see _harness.LoopRecord).
 
 Proof that the tests ran on our loop: every loop created during a test is
 recorded (_harness.LoopRecord).  A test that created one of asyncio's own real
@@ -124,6 +129,7 @@ class _State:
         self.deselected = False
         self.modules = set()        # conformance test modules collected
         self.by_kind = {}           # "tested"/"fake"/... -> number of tests
+        self.class_names = {}       # kind -> names of the loop classes seen
         self.on_purpose = []        # keys that ran asyncio's loop on purpose
 
 
@@ -160,14 +166,22 @@ def pytest_collection_modifyitems(config, items):
 # --- every test ------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
-def _loop_under_test_policy():
-    """Install the loop under test's policy before each test, reset it after."""
+def _loop_under_test_policy(request):
+    """Install the loop under test's policy before each test, reset it after;
+    while the test runs, asyncio.EventLoop makes the loop under test too
+    (see _harness.ASYNCIO_EVENT_LOOP), except in a test that uses asyncio's
+    own loop on purpose."""
     _harness.load()
-    asyncio.set_event_loop_policy(_harness.new_policy())
+    _harness.set_event_loop_policy(_harness.new_policy())
+    on_purpose = _matching(registry_key(request.node), ASYNCIO_LOOP_ON_PURPOSE)
+    if _harness.ASYNCIO_EVENT_LOOP is not None and not on_purpose:
+        asyncio.EventLoop = _harness.new_event_loop
     try:
         yield
     finally:
-        asyncio.set_event_loop_policy(None)
+        if _harness.ASYNCIO_EVENT_LOOP is not None:
+            asyncio.EventLoop = _harness.ASYNCIO_EVENT_LOOP
+        _harness.set_event_loop_policy(None)
 
 
 def _needs_tested_loop(item):
@@ -192,6 +206,7 @@ def pytest_runtest_call(item):
     kind = next((k for k in ("tested", "asyncio", "other", "fake")
                  if record.has(k)), "none")
     state.by_kind[kind] = state.by_kind.get(kind, 0) + 1
+    state.class_names.setdefault(kind, set()).update(record.kinds.get(kind, ()))
     if getattr(item, "_excinfo", None):
         return result
     key = registry_key(item)
@@ -275,14 +290,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("conformance")
     tr.line(f"loop under test: {_harness.LOOP_NAME} "
             f"({_harness.LOOP_CLASS!r}), Python {sys.version.split()[0]}")
+    # Each test is counted once, under the first of these it fits, so the
+    # lines add up to the tests run.
     names = {"tested": f"created a loop under test ({_harness.LOOP_NAME})",
-             "asyncio": "created one of asyncio's own loops (not TestLoop)",
+             "asyncio": "created one of asyncio's own real loops",
              "other": "created an unknown loop",
-             "fake": "created only test_utils.TestLoop (fake clock)",
+             "fake": "created only stand-in loops of CPython's tests",
              "none": "created no loop"}
+    tr.line("tests run, each counted once, by the loops it created:")
     for kind in names:
         if kind in state.by_kind:
-            tr.line(f"  {state.by_kind[kind]:5d} tests {names[kind]}")
+            classes = ", ".join(sorted(state.class_names.get(kind, ())))
+            tr.line(f"  {state.by_kind[kind]:5d} {names[kind]}"
+                    + (f": {classes}" if classes else ""))
+    tr.line(f"  {sum(state.by_kind.values()):5d} in all")
     for key in state.on_purpose:
         tr.line(f"  asyncio's loop on purpose: {key}")
     stale = _stale_entries(config)
