@@ -13,6 +13,7 @@ import inspect
 import sys
 from asyncio import base_events as _base_events
 from asyncio import constants as _constants
+from asyncio import events as _events
 from asyncio import format_helpers as _format_helpers
 from asyncio import selector_events as _selector_events
 from asyncio import sslproto as _sslproto
@@ -28,6 +29,11 @@ RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parame
 TASK_FACTORY_TAKES_NAME = any(
     p.kind is p.VAR_KEYWORD
     for p in inspect.signature(_base_events.BaseEventLoop.create_task).parameters.values())
+
+# call_soon_threadsafe() returns an events._ThreadSafeHandle, whose cancel()
+# and cancelled() from another thread wait, under its lock, while its
+# callback runs (3.14 has it, 3.13.0 not); None where asyncio has none.
+ThreadSafeHandle = getattr(_events, '_ThreadSafeHandle', None)
 
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(

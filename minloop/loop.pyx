@@ -67,6 +67,7 @@ cdef dict _aio_futures_ns = vars(_aio_futures)
 # task factory, and no longer names the task afterwards (3.14): an eager
 # task factory starts the task with its name.
 cdef bint _FACTORY_TAKES_NAME = _asyncio_compat.TASK_FACTORY_TAKES_NAME
+cdef object _ThreadSafeHandle = _asyncio_compat.ThreadSafeHandle
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 # 3.14 deprecates asyncio.iscoroutinefunction() (a DeprecationWarning per
 # call) and 3.16 removes it; asyncio's own checks use the private one.
@@ -384,7 +385,19 @@ cdef class LoopCore:
         cdef bint debug = xt_load_int(&self._debug)
         if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
+        if _ThreadSafeHandle is not None:
+            # asyncio's own handle, run by one of ours: its _run() takes its
+            # lock and skips the callback if cancelled meanwhile.
+            outer = _ThreadSafeHandle(callback, args, self, context)
+            if outer._source_traceback:
+                del outer._source_traceback[-1]   # its __init__'s frame
+            self._push_threadsafe(new_handle(outer._run, (), self, None, False))
+            return outer
         cdef Handle handle = new_handle(callback, args, self, context, debug)
+        self._push_threadsafe(handle)
+        return handle
+
+    cdef int _push_threadsafe(self, Handle handle) except -1:
         cdef int rc
         # Waking the loop costs a syscall, so it is done only when the loop
         # is (about to be) blocked in the poller, and once per sleep: the
@@ -400,7 +413,7 @@ cdef class LoopCore:
             ring_woken(&self._ready)
         elif rc < 0:
             self._check_push(handle, rc)
-        return handle
+        return 0
 
     def _write_to_self(self):
         """Wake the loop up (asyncio's private name, used by some libraries)."""
