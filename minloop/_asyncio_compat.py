@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import sys
 from asyncio import base_events as _base_events
+from asyncio import base_subprocess as _base_subprocess
 from asyncio import constants as _constants
 from asyncio import events as _events
 from asyncio import format_helpers as _format_helpers
@@ -84,9 +85,12 @@ DATAGRAM_HEADER_SIZE = 8 if sys.version_info >= (3, 13) else 0
 # 3.10 sums the buffer.
 DATAGRAM_SIZE_COUNTED = sys.version_info >= (3, 11)
 
-# Subprocess _wait() futures are woken in connection_lost, after every pipe
-# is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).
-SUBPROCESS_WAKES_WAITERS_AT_EXIT = sys.version_info < (3, 11)
+# Subprocess _wait() futures are woken at the exit (3.10, and again from
+# 3.14, gh-119710: a pipe a grandchild holds open must not stall wait()),
+# else in connection_lost, after every pipe is drained (3.11-3.13): seen
+# in whether _process_exited() touches them.
+SUBPROCESS_WAKES_WAITERS_AT_EXIT = (
+    '_exit_waiters' in _base_subprocess.BaseSubprocessTransport._process_exited.__code__.co_names)
 # The subprocess transport's close() ignores PermissionError (a setuid
 # child) as well when it kills (3.13).
 SUBPROCESS_KILL_IGNORES_PERMISSION = sys.version_info >= (3, 13)
