@@ -385,6 +385,28 @@ cdef class SSLProtocol(BufferedProtocolBase):
         # CPython's tests put a mock in its place.
         self._use_sslobj(sslobj)
 
+    # asyncio's MemoryBIOs, by its names: its start_tls() feeds data a
+    # StreamReader buffered before the upgrade into _incoming (3.14), and
+    # CPython's tests put a mock in _outgoing's place (3.14).  The setters
+    # keep the bound methods the protocol calls in step.
+    @property
+    def _incoming(self):
+        return self._incoming
+
+    @_incoming.setter
+    def _incoming(self, bio):
+        self._incoming = bio
+        self._incoming_write = bio.write
+
+    @property
+    def _outgoing(self):
+        return self._outgoing
+
+    @_outgoing.setter
+    def _outgoing(self, bio):
+        self._outgoing = bio
+        self._outgoing_read = bio.read
+
     # cpdef: asyncio's tests and tools call these on the protocol.
     cpdef _get_extra_info(self, name, default=None):
         if name in self._extra:
