@@ -50,7 +50,8 @@ the suite on (EXACT_VERSIONS: 3.10 to 3.15) a registry entry that matches no
 test fails a full run.
 
 Time: the whole suite (1,600 tests on 3.11, 2,000 on 3.14) takes a few
-minutes on 2 cores, on either loop; the heap is gc.freeze()d while it runs (see _freeze_heap).
+minutes on 2 cores, on either loop; the heap is gc.freeze()d while it runs
+(see _freeze_heap).
 Every test has a 60 s limit (pytest-timeout, signal method: the test fails
 and the run goes on); a test still running 60 s after that -- a hang the
 signal could not break, e.g. in C -- makes faulthandler dump every thread's
@@ -199,16 +200,19 @@ def pytest_runtest_call(item):
         return (yield)
     record = _harness.RECORD
     record.reset()
-    result = yield
+    state = item.config.stash[_state_key]
+    try:
+        result = yield
+    finally:
+        # Count each test once, by the most telling loop it created (a
+        # failed one too, so that the summary's lines add up).
+        kind = next((k for k in ("tested", "asyncio", "other", "fake")
+                     if record.has(k)), "none")
+        state.by_kind[kind] = state.by_kind.get(kind, 0) + 1
+        state.class_names.setdefault(kind, set()).update(record.kinds.get(kind, ()))
     # A unittest failure or skip is kept on the item, and is reported in
     # preference to anything raised here: the check below only speaks for a
     # test that otherwise passed.
-    state = item.config.stash[_state_key]
-    # Count each test once, by the most telling loop it created.
-    kind = next((k for k in ("tested", "asyncio", "other", "fake")
-                 if record.has(k)), "none")
-    state.by_kind[kind] = state.by_kind.get(kind, 0) + 1
-    state.class_names.setdefault(kind, set()).update(record.kinds.get(kind, ()))
     if getattr(item, "_excinfo", None):
         return result
     key = registry_key(item)
