@@ -323,6 +323,10 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             transport.close()
             conmade_cb.cancel()
             resume_cb.cancel()
+            # The waiter holds the exception, whose traceback holds this
+            # frame: a cycle that would keep the transport alive until a
+            # collection (gh-159049).
+            waiter = None
             raise
         return ssl_protocol._app_transport
 
