@@ -25,12 +25,6 @@ HAS_RUNNER = hasattr(asyncio, 'Runner')
 # asyncio.run(loop_factory=...) (3.12, gh-99388).
 RUN_TAKES_LOOP_FACTORY = 'loop_factory' in inspect.signature(asyncio.run).parameters
 
-# loop.create_task(coro, **kwargs) passes every keyword, name= too, to the
-# task factory and does not set the name afterwards (3.14).
-TASK_FACTORY_TAKES_NAME = any(
-    p.kind is p.VAR_KEYWORD
-    for p in inspect.signature(_base_events.BaseEventLoop.create_task).parameters.values())
-
 # call_soon_threadsafe() returns an events._ThreadSafeHandle, whose cancel()
 # and cancelled() from another thread wait, under its lock, while its
 # callback runs (3.14 has it, 3.13.0 not); None where asyncio has none.

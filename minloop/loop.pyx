@@ -29,7 +29,6 @@ from asyncio import coroutines as _aio_coroutines
 from asyncio import events as _aio_events
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
-
 from . import _asyncio_compat
 
 from cpython.exc cimport PyErr_CheckSignals
@@ -56,17 +55,8 @@ cdef enum:
 # a changed wall clock or a suspended machine cannot stall the loop forever.
 cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
-# asyncio's loop finds tasks.Task and futures.Future at each call, so a
-# program may put other classes there (CPython's TestPyGetEventLoop puts the
-# pure-Python ones, with the pure-Python running-loop functions, from 3.14:
-# the C Task would not see a loop those functions set running).  One dict
-# lookup in each module's namespace, as asyncio's global-name lookup.
-cdef dict _aio_tasks_ns = vars(_aio_tasks)
-cdef dict _aio_futures_ns = vars(_aio_futures)
-# loop.create_task(coro, **kwargs) hands every keyword, the name too, to the
-# task factory, and no longer names the task afterwards (3.14): an eager
-# task factory starts the task with its name.
-cdef bint _FACTORY_TAKES_NAME = _asyncio_compat.TASK_FACTORY_TAKES_NAME
+cdef object _Task = _aio_tasks.Task
+cdef object _Future = _aio_futures.Future
 cdef object _ThreadSafeHandle = _asyncio_compat.ThreadSafeHandle
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 # 3.14 deprecates asyncio.iscoroutinefunction() (a DeprecationWarning per
@@ -486,7 +476,7 @@ cdef class LoopCore:
 
     def create_future(self):
         """Create a Future object attached to the loop."""
-        return _aio_futures_ns['Future'](loop=self)
+        return _Future(loop=self)
 
     def create_task(self, coro, *, name=None, context=None, **kwargs):
         """Schedule a coroutine object.  Return a task object.
@@ -497,20 +487,17 @@ cdef class LoopCore:
         _check_open(self)
         factory = self._task_factory
         if factory is None:
-            task_class = _aio_tasks_ns['Task']
             if context is not None or kwargs:
                 if context is not None:
                     kwargs['context'] = context
-                return task_class(coro, loop=self, name=name, **kwargs)
+                return _Task(coro, loop=self, name=name, **kwargs)
             if name is None:
-                return task_class(coro, loop=self)   # one keyword less to parse
-            return task_class(coro, loop=self, name=name)
+                return _Task(coro, loop=self)   # one keyword less to parse
+            return _Task(coro, loop=self, name=name)
         if context is not None:
-            kwargs['context'] = context
-        if name is not None and _FACTORY_TAKES_NAME:
-            kwargs['name'] = name
-            return factory(self, coro, **kwargs)
-        task = factory(self, coro, **kwargs)
+            task = factory(self, coro, context=context, **kwargs)
+        else:
+            task = factory(self, coro, **kwargs)
         if name is not None:
             task.set_name(name)
         return task
