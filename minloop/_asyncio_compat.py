@@ -65,6 +65,13 @@ TLS_CLOSING_FOLLOWS_TRANSPORT = hasattr(_sslproto.SSLProtocol, '_is_transport_cl
 # transport's abort() (which is _force_close(None) on asyncio's transports).
 TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).parameters
 
+# ssl_shutdown_timeout runs on after a clean TLS shutdown until the socket
+# transport is lost (its close() may wait on a peer that does not read), and
+# starts there if the peer began the shutdown (3.14): seen in whether
+# SSLProtocol._on_shutdown_complete() schedules a call.
+TLS_SHUTDOWN_TIMEOUT_COVERS_CLOSE = (
+    'call_later' in _sslproto.SSLProtocol._on_shutdown_complete.__code__.co_names)
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
