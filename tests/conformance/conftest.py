@@ -306,7 +306,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.line("tests run, each counted once, by the loops it created:")
     for kind in names:
         if kind in state.by_kind:
-            classes = ", ".join(sorted(state.class_names.get(kind, ())))
+            classes = ", ".join(sorted({name.rpartition(".")[2] for name
+                                        in state.class_names.get(kind, ())}))
             tr.line(f"  {state.by_kind[kind]:5d} {names[kind]}"
                     + (f": {classes}" if classes else ""))
     tr.line(f"  {sum(state.by_kind.values()):5d} in all")
