@@ -68,9 +68,12 @@ TLS_ABORT_PASSES_EXC = 'exc' in inspect.signature(_sslproto.SSLProtocol._abort).
 # ssl_shutdown_timeout runs on after a clean TLS shutdown until the socket
 # transport is lost (its close() may wait on a peer that does not read), and
 # starts there if the peer began the shutdown (3.14): seen in whether
-# SSLProtocol._on_shutdown_complete() schedules a call.
+# SSLProtocol._on_shutdown_complete() schedules a call (3.10's SSLProtocol
+# has no such method).
+_on_shutdown_complete = getattr(_sslproto.SSLProtocol, '_on_shutdown_complete', None)
 TLS_SHUTDOWN_TIMEOUT_COVERS_CLOSE = (
-    'call_later' in _sslproto.SSLProtocol._on_shutdown_complete.__code__.co_names)
+    _on_shutdown_complete is not None
+    and 'call_later' in _on_shutdown_complete.__code__.co_names)
 
 # By version from here on: the change is inside a method body.
 
