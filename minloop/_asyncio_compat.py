@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import sys
 from asyncio import base_events as _base_events
+from asyncio import base_subprocess as _base_subprocess
 from asyncio import constants as _constants
 from asyncio import coroutines as _coroutines
 from asyncio import events as _events
@@ -46,6 +47,11 @@ CREATE_TASK_PASSES_KWARGS = 'name' not in _create_task_parameters
 # (3.13.4, gh-133745; before, a TypeError).
 CREATE_TASK_TAKES_KWARGS = any(p.kind is inspect.Parameter.VAR_KEYWORD
                                for p in _create_task_parameters.values())
+
+# call_soon_threadsafe() returns an events._ThreadSafeHandle, whose cancel()
+# and cancelled() from another thread wait, under its lock, while its
+# callback runs (3.14 has it, 3.13.0 not); None where asyncio has none.
+ThreadSafeHandle = getattr(_events, '_ThreadSafeHandle', None)
 
 # format_helpers._format_callback_source(..., debug) (3.13, gh-112997).
 FORMAT_TAKES_DEBUG = 'debug' in inspect.signature(
@@ -170,6 +176,16 @@ SENDFILE_ALWAYS_SEEKS = 'total_sent' not in inspect.signature(
 # dropped the attribute everywhere.
 MODULES_HAVE_CACHED = hasattr(_base_events, '__cached__')
 
+# ssl_shutdown_timeout runs on after a clean TLS shutdown until the socket
+# transport is lost (its close() may wait on a peer that does not read), and
+# starts there if the peer began the shutdown (3.14): seen in whether
+# SSLProtocol._on_shutdown_complete() schedules a call (3.10's SSLProtocol
+# has no such method).
+_on_shutdown_complete = getattr(_sslproto.SSLProtocol, '_on_shutdown_complete', None)
+TLS_SHUTDOWN_TIMEOUT_COVERS_CLOSE = (
+    _on_shutdown_complete is not None
+    and 'call_later' in _on_shutdown_complete.__code__.co_names)
+
 # By version from here on: the change is inside a method body.
 
 # Datagram transports send empty datagrams (3.13, gh-113812; earlier ones
@@ -196,9 +212,12 @@ END_TIME_PAST_ULP = sys.version_info >= (3, 15)
 # before, they failed on the cleared socket or loop.
 FLUSHED_CLOSE_COUNTS_LOST = sys.version_info >= (3, 14)
 
-# Subprocess _wait() futures are woken in connection_lost, after every pipe
-# is drained, not at the exit (3.11; base_subprocess.py 3.10 vs 3.11).
-SUBPROCESS_WAKES_WAITERS_AT_EXIT = sys.version_info < (3, 11)
+# Subprocess _wait() futures are woken at the exit (3.10, and again from
+# 3.14, gh-119710: a pipe a grandchild holds open must not stall wait()),
+# else in connection_lost, after every pipe is drained (3.11-3.13): seen
+# in whether _process_exited() touches them.
+SUBPROCESS_WAKES_WAITERS_AT_EXIT = (
+    '_exit_waiters' in _base_subprocess.BaseSubprocessTransport._process_exited.__code__.co_names)
 # The subprocess transport's close() ignores PermissionError (a setuid
 # child) as well when it kills (3.13).
 SUBPROCESS_KILL_IGNORES_PERMISSION = sys.version_info >= (3, 13)

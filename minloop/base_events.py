@@ -313,6 +313,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         # Paused first, so the TLS protocol cannot get data before its
         # connection_made.
         transport.pause_reading()
+        if server_side and isinstance(protocol, asyncio.StreamReaderProtocol):
+            # What the stream read ahead (the client's first TLS record) is
+            # the TLS protocol's, else the handshake waits for it forever
+            # (gh-142352, asyncio 3.14; harmless where asyncio lacks it).
+            reader = getattr(protocol, '_stream_reader', None)
+            if reader is not None and reader._buffer:
+                ssl_protocol._incoming.write(reader._buffer)
+                reader._buffer.clear()
         transport.set_protocol(ssl_protocol)
         conmade_cb = self.call_soon(ssl_protocol.connection_made, transport)
         resume_cb = self.call_soon(transport.resume_reading)
@@ -322,6 +330,10 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
             transport.close()
             conmade_cb.cancel()
             resume_cb.cancel()
+            # The waiter holds the exception, whose traceback holds this
+            # frame: a cycle that would keep the transport alive until a
+            # collection (gh-159049).
+            waiter = None
             raise
         return ssl_protocol._app_transport
 

@@ -82,6 +82,7 @@ cdef class LoopCore:
     cdef int _check_callback_fast(self, object callback, str method) except -1
     cdef int _push_ready(self, Handle handle) except -1
     cdef int _check_push(self, Handle handle, int rc) except -1
+    cdef int _push_threadsafe(self, Handle handle) except -1
     cdef int _run_iteration(self) except -1
     cdef int _poll(self, int64_t timeout_ns) except -1
     cdef int _run_ready(self, Handle handle) except -1

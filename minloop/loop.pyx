@@ -64,6 +64,7 @@ cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
 cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
 # 3.15's _run_once: end_time is at least one ulp after now (see there).
 cdef bint _END_TIME_PAST_ULP = _asyncio_compat.END_TIME_PAST_ULP
+cdef object _ThreadSafeHandle = _asyncio_compat.ThreadSafeHandle
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
@@ -378,7 +379,19 @@ cdef class LoopCore:
         cdef bint debug = xt_load_int(&self._debug)
         if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, 'call_soon_threadsafe')
+        if _ThreadSafeHandle is not None:
+            # asyncio's own handle, run by one of ours: its _run() takes its
+            # lock and skips the callback if cancelled meanwhile.
+            outer = _ThreadSafeHandle(callback, args, self, context)
+            if outer._source_traceback:
+                del outer._source_traceback[-1]   # its __init__'s frame
+            self._push_threadsafe(new_handle(outer._run, (), self, None, False))
+            return outer
         cdef Handle handle = new_handle(callback, args, self, context, debug)
+        self._push_threadsafe(handle)
+        return handle
+
+    cdef int _push_threadsafe(self, Handle handle) except -1:
         cdef int rc
         # Waking the loop costs a syscall, so it is done only when the loop
         # is (about to be) blocked in the poller, and once per sleep: the
@@ -394,7 +407,7 @@ cdef class LoopCore:
             ring_woken(&self._ready)
         elif rc < 0:
             self._check_push(handle, rc)
-        return handle
+        return 0
 
     def _write_to_self(self):
         """Wake the loop up (asyncio's private name, used by some libraries)."""

@@ -667,6 +667,14 @@ class SubprocessTransport(asyncio.SubprocessTransport):
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
+            # The pipes connected so far, and the child's ends of the others,
+            # are closed here, not left to leak (as asyncio does from 3.14).
+            for proto in self._pipes.values():
+                if proto is not None:
+                    proto.pipe.close()
+            for raw_pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if raw_pipe is not None:
+                    raw_pipe.close()
             if waiter is not None and not waiter.cancelled():
                 waiter.set_exception(exc)
         else:
@@ -715,7 +723,7 @@ class SubprocessTransport(asyncio.SubprocessTransport):
     def _wake_exit_waiters(self):
         waiters, self._exit_waiters = self._exit_waiters, None
         for waiter in waiters or ():
-            if not waiter.cancelled():
+            if not waiter.done():
                 waiter.set_result(self._returncode)
 
     def _call_connection_lost(self, exc):

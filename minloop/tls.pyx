@@ -64,6 +64,7 @@ cdef object _CancelledError = _aio_exceptions.CancelledError
 cdef object _TimeoutError = _aio_exceptions.TimeoutError
 cdef bint _CLOSING_FOLLOWS_TRANSPORT = _asyncio_compat.TLS_CLOSING_FOLLOWS_TRANSPORT
 cdef bint _ABORT_PASSES_EXC = _asyncio_compat.TLS_ABORT_PASSES_EXC
+cdef bint _SHUTDOWN_TIMEOUT_COVERS_CLOSE = _asyncio_compat.TLS_SHUTDOWN_TIMEOUT_COVERS_CLOSE
 cdef object _deque = collections.deque
 cdef object _warn = warnings.warn
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
@@ -387,6 +388,28 @@ cdef class SSLProtocol(BufferedProtocolBase):
         # CPython's tests put a mock in its place.
         self._use_sslobj(sslobj)
 
+    # asyncio's MemoryBIOs, by its names: its start_tls() feeds data a
+    # StreamReader buffered before the upgrade into _incoming (3.14), and
+    # CPython's tests put a mock in _outgoing's place (3.14).  The setters
+    # keep the bound methods the protocol calls in step.
+    @property
+    def _incoming(self):
+        return self._incoming
+
+    @_incoming.setter
+    def _incoming(self, bio):
+        self._incoming = bio
+        self._incoming_write = bio.write
+
+    @property
+    def _outgoing(self):
+        return self._outgoing
+
+    @_outgoing.setter
+    def _outgoing(self, bio):
+        self._outgoing = bio
+        self._outgoing_read = bio.read
+
     # cpdef: asyncio's tests and tools call these on the protocol.
     cpdef _get_extra_info(self, name, default=None):
         if name in self._extra:
@@ -519,12 +542,21 @@ cdef class SSLProtocol(BufferedProtocolBase):
             self._on_shutdown_complete(None)
 
     cdef _on_shutdown_complete(self, shutdown_exc):
-        if self._shutdown_timeout_handle is not None:
-            self._shutdown_timeout_handle.cancel()
-            self._shutdown_timeout_handle = None
+        if shutdown_exc or not _SHUTDOWN_TIMEOUT_COVERS_CLOSE:
+            if self._shutdown_timeout_handle is not None:
+                self._shutdown_timeout_handle.cancel()
+                self._shutdown_timeout_handle = None
         if shutdown_exc:
             self._fatal_error(shutdown_exc)
         else:
+            if (_SHUTDOWN_TIMEOUT_COVERS_CLOSE
+                    and self._shutdown_timeout_handle is None):
+                # The socket transport's close() flushes its queue first,
+                # which a peer that does not read delays forever: the timeout
+                # runs on until connection_lost(), started here if the peer
+                # began the shutdown.
+                self._shutdown_timeout_handle = self._loop.call_later(
+                    self._ssl_shutdown_timeout, self._check_shutdown_timeout)
             self._loop.call_soon(self._transport.close)
 
     cdef _abort(self, exc):

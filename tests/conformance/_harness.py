@@ -19,7 +19,8 @@ loops the tests ran on are the ones under test (see ``LoopRecord``).
 import asyncio
 import importlib
 import os
-from asyncio import base_events
+import warnings
+from asyncio import base_events, proactor_events, selector_events
 
 from test.test_asyncio import utils as test_utils
 
@@ -38,7 +39,12 @@ def _load():
                 asyncio.SelectorEventLoop)
     try:
         module = importlib.import_module(LOOP_NAME)
-        api = (module.new_event_loop, module.EventLoopPolicy, module.Loop)
+        with warnings.catch_warnings():
+            # The policy class may warn where asyncio's policies are
+            # deprecated (3.14+); the harness needs it all the same.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            policy_class = module.EventLoopPolicy
+        api = (module.new_event_loop, policy_class, module.Loop)
     except (ImportError, AttributeError) as exc:
         raise HarnessError(
             f"{ENV_VAR}={LOOP_NAME}: cannot load the loop under test ({exc!r}). "
@@ -66,8 +72,12 @@ class LoopRecord:
 
     Kinds:
       "tested"  -- a loop of the implementation under test;
-      "fake"    -- test_utils.TestLoop, CPython's fake-clock BaseEventLoop that
-                   some tests build on purpose; it stays asyncio's;
+      "fake"    -- a stand-in loop that CPython's tests define themselves on
+                   asyncio.BaseEventLoop, with no selector (so no I/O), and
+                   build on purpose to test Future/Task: test_utils.TestLoop
+                   (fake clock), test_futures' SimpleEvilEventLoop (a
+                   call_soon that mutates the future, 3.14+); they stay
+                   asyncio's;
       "asyncio" -- any other asyncio BaseEventLoop: if the implementation
                    under test is not asyncio, the test ran (partly) on
                    asyncio's loop instead of ours.
@@ -84,7 +94,7 @@ class LoopRecord:
     def add(self, loop):
         if LOOP_CLASS is not None and isinstance(loop, LOOP_CLASS):
             kind = "tested"
-        elif isinstance(loop, test_utils.TestLoop):
+        elif _is_fake(loop):
             kind = "fake"
         elif isinstance(loop, base_events.BaseEventLoop):
             kind = "asyncio"
@@ -95,6 +105,18 @@ class LoopRecord:
     def has(self, kind):
         return kind in self.kinds
 
+
+def _is_fake(loop):
+    cls = type(loop)
+    return (isinstance(loop, base_events.BaseEventLoop)
+            and cls.__module__.startswith(_CPYTHON_TESTS)
+            and not isinstance(loop, _REAL_LOOP_BASES))
+
+
+_CPYTHON_TESTS = test_utils.__name__.rpartition(".")[0] + "."   # "test.test_asyncio."
+# asyncio's loops that do I/O: a test's subclass of one is a real asyncio loop.
+_REAL_LOOP_BASES = (selector_events.BaseSelectorEventLoop,
+                    proactor_events.BaseProactorEventLoop)
 
 RECORD = LoopRecord()
 _base_init = base_events.BaseEventLoop.__init__
@@ -121,6 +143,26 @@ def new_event_loop():
     return loop
 
 
+# asyncio.EventLoop (3.13+) is asyncio's own loop class for the platform.
+# From 3.14, with the policy system deprecated, CPython's tests name it where
+# they want "the default loop": as a TestCase's loop_factory (read when the
+# class is defined) and in calls (asyncio.run(..., loop_factory=asyncio.EventLoop),
+# asyncio.EventLoop()).  The conftest points the name at new_event_loop while
+# a test runs, and bind() rebinds the class attributes.
+ASYNCIO_EVENT_LOOP = getattr(asyncio, "EventLoop", None)
+
+
+def _with_tested_loop_factory(cls, module_name):
+    """A subclass of ``cls`` (same name) whose loop_factory makes the loop
+    under test, for a class whose loop_factory is asyncio.EventLoop."""
+    return type(cls.__name__, (cls,), {
+        "loop_factory": staticmethod(new_event_loop),
+        "__module__": module_name,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    })
+
+
 def ssl_protocol_class():
     """The TLS protocol layer of the implementation under test: minloop's
     own (minloop.tls.SSLProtocol), else asyncio's."""
@@ -130,6 +172,12 @@ def ssl_protocol_class():
     from asyncio import sslproto
     return sslproto.SSLProtocol
 
+
+# asyncio.set_event_loop_policy() is deprecated from 3.14 (removal in 3.16);
+# CPython's tests set the policy through the function under it, which does
+# not warn, and so does the conftest.
+set_event_loop_policy = getattr(asyncio.events, "_set_event_loop_policy",
+                                asyncio.set_event_loop_policy)
 
 _policy_classes = {}
 
@@ -157,7 +205,9 @@ def bind(module_name, namespace, *, only=None, exclude=()):
     them there, under this directory's conftest.
 
     These are exactly the classes unittest's loader would run for the module:
-    every TestCase subclass bound to a module-level name.  The module's
+    every TestCase subclass bound to a module-level name; one whose
+    loop_factory is asyncio.EventLoop is bound as a subclass whose
+    loop_factory makes the loop under test.  The module's
     tearDownModule (which only resets the event loop policy) is not copied:
     the conftest resets the policy around every test.  ``only`` / ``exclude``
     name the classes to take / to leave out.  Returns the module; skips the
@@ -180,6 +230,10 @@ def bind(module_name, namespace, *, only=None, exclude=()):
         if (isinstance(obj, type) and issubclass(obj, unittest.TestCase)
                 and obj.__name__ == name and name not in exclude
                 and (only is None or name in only)):
+            if (ASYNCIO_EVENT_LOOP is not None
+                    and getattr(obj, "loop_factory", None) is ASYNCIO_EVENT_LOOP):
+                obj = _with_tested_loop_factory(
+                    obj, namespace.get("__name__", obj.__module__))
             namespace[name] = obj
     namespace["CPYTHON_MODULE"] = module_name
     return module

@@ -24,12 +24,17 @@ How the tests are bound to the loop (see each test_cpython_*.py):
   (CPython's tests reset the policy in tearDown/tearDownModule), and resets it
   after.  Everything that asks the policy gets our loop: asyncio.new_event_loop(),
   asyncio.run(), asyncio.Runner, unittest.IsolatedAsyncioTestCase.
+* asyncio.EventLoop (3.13+), which CPython's tests name from 3.14 where they
+  want the default loop (a class's loop_factory, asyncio.run(loop_factory=...),
+  asyncio.EventLoop()), makes our loop while a test runs; bind() gives a class
+  whose loop_factory is asyncio.EventLoop one that makes our loop.
 * test_events: EventLoopTestsMixin and SubprocessTestsMixin are bound to classes
   whose create_event_loop() returns our loop; test_runners: BaseTest.new_loop()
   is overridden to return our loop instead of a mocked asyncio.BaseEventLoop.
 * test_utils.TestLoop, CPython's fake-clock loop, stays as it is where tests
   ask for it (self.new_test_loop()): those tests are about Task/Future with
-  controlled time.
+  controlled time.  So do the other stand-in loops CPython's tests define
+  on asyncio.BaseEventLoop without a selector (see _harness.LoopRecord).
 
 Proof that the tests ran on our loop: every loop created during a test is
 recorded (_harness.LoopRecord).  A test that created one of asyncio's own real
@@ -40,11 +45,13 @@ fails if it did not.  The terminal summary counts the tests by the loops they
 ran on.
 
 Expected failures: xfail_registry.py maps test ids to reasons; they are marked
-xfail(strict=True), so an unexpected pass fails too.  On Python 3.11 (what CI
-runs) a registry entry that matches no test fails the run.
+xfail(strict=True), so an unexpected pass fails too.  On the Pythons CI runs
+the suite on (EXACT_VERSIONS: 3.10 to 3.15) a registry entry that matches no
+test fails a full run.
 
-Time: the whole suite (about 1,400 tests) takes under a minute on 2 cores,
-on either loop; the heap is gc.freeze()d while it runs (see _freeze_heap).
+Time: the whole suite (1,600 tests on 3.11, 2,000 on 3.14) takes a few
+minutes on 2 cores, on either loop; the heap is gc.freeze()d while it runs
+(see _freeze_heap).
 Every test has a 60 s limit (pytest-timeout, signal method: the test fails
 and the run goes on); a test still running 60 s after that -- a hang the
 signal could not break, e.g. in C -- makes faulthandler dump every thread's
@@ -53,8 +60,8 @@ report it as a loop bug).  MINLOOP_CONFORMANCE_TIMEOUT changes the limit.
 
 Other Python versions: each runs its own test.test_asyncio (a module it lacks
 is skipped); a registry entry may depend on the running asyncio (never on
-a version list).  CI runs this suite on 3.11 only, where the registry must
-be exact.
+a version list).  The registry must be exact on every Python CI runs this
+suite on.
 """
 
 import asyncio
@@ -73,8 +80,9 @@ from . import xfail_registry
 
 HERE = Path(__file__).parent
 TIMEOUT = float(os.environ.get("MINLOOP_CONFORMANCE_TIMEOUT", "60"))
-# The Python version whose registry must be exact (what CI runs).
-EXACT_VERSION = (3, 11)
+# The Pythons whose registry must be exact: those CI runs the suite on.
+EXACT_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
+_EXACT = tuple(sys.version_info[:2]) in EXACT_VERSIONS
 
 # Tests that build one of asyncio's own loops on purpose, while also running
 # on ours: they test asyncio's policy machinery, so the asyncio loop is part of
@@ -124,6 +132,7 @@ class _State:
         self.deselected = False
         self.modules = set()        # conformance test modules collected
         self.by_kind = {}           # "tested"/"fake"/... -> number of tests
+        self.class_names = {}       # kind -> names of the loop classes seen
         self.on_purpose = []        # keys that ran asyncio's loop on purpose
 
 
@@ -160,14 +169,22 @@ def pytest_collection_modifyitems(config, items):
 # --- every test ------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
-def _loop_under_test_policy():
-    """Install the loop under test's policy before each test, reset it after."""
+def _loop_under_test_policy(request):
+    """Install the loop under test's policy before each test, reset it after;
+    while the test runs, asyncio.EventLoop makes the loop under test too
+    (see _harness.ASYNCIO_EVENT_LOOP), except in a test that uses asyncio's
+    own loop on purpose."""
     _harness.load()
-    asyncio.set_event_loop_policy(_harness.new_policy())
+    _harness.set_event_loop_policy(_harness.new_policy())
+    on_purpose = _matching(registry_key(request.node), ASYNCIO_LOOP_ON_PURPOSE)
+    if _harness.ASYNCIO_EVENT_LOOP is not None and not on_purpose:
+        asyncio.EventLoop = _harness.new_event_loop
     try:
         yield
     finally:
-        asyncio.set_event_loop_policy(None)
+        if _harness.ASYNCIO_EVENT_LOOP is not None:
+            asyncio.EventLoop = _harness.ASYNCIO_EVENT_LOOP
+        _harness.set_event_loop_policy(None)
 
 
 def _needs_tested_loop(item):
@@ -183,15 +200,19 @@ def pytest_runtest_call(item):
         return (yield)
     record = _harness.RECORD
     record.reset()
-    result = yield
+    state = item.config.stash[_state_key]
+    try:
+        result = yield
+    finally:
+        # Count each test once, by the most telling loop it created (a
+        # failed one too, so that the summary's lines add up).
+        kind = next((k for k in ("tested", "asyncio", "other", "fake")
+                     if record.has(k)), "none")
+        state.by_kind[kind] = state.by_kind.get(kind, 0) + 1
+        state.class_names.setdefault(kind, set()).update(record.kinds.get(kind, ()))
     # A unittest failure or skip is kept on the item, and is reported in
     # preference to anything raised here: the check below only speaks for a
     # test that otherwise passed.
-    state = item.config.stash[_state_key]
-    # Count each test once, by the most telling loop it created.
-    kind = next((k for k in ("tested", "asyncio", "other", "fake")
-                 if record.has(k)), "none")
-    state.by_kind[kind] = state.by_kind.get(kind, 0) + 1
     if getattr(item, "_excinfo", None):
         return result
     key = registry_key(item)
@@ -275,23 +296,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("conformance")
     tr.line(f"loop under test: {_harness.LOOP_NAME} "
             f"({_harness.LOOP_CLASS!r}), Python {sys.version.split()[0]}")
-    # Each test is counted once, by the most telling loop it made: the
-    # lines add up to the total.
-    names = {"tested": f"on a {_harness.LOOP_NAME} loop",
-             "asyncio": "on one of asyncio's own loops (not TestLoop)",
-             "other": "on an unknown loop",
-             "fake": "on test_utils.TestLoop alone (CPython's fake-clock loop, "
-                     "which these tests are written for)",
-             "none": "without a loop"}
-    tr.line(f"{sum(state.by_kind.values())} CPython tests ran, each counted once:")
+    # Each test is counted once, under the first of these it fits, so the
+    # lines add up to the tests run.
+    names = {"tested": f"created a loop under test ({_harness.LOOP_NAME})",
+             "asyncio": "created one of asyncio's own real loops",
+             "other": "created an unknown loop",
+             "fake": "created only stand-in loops of CPython's tests",
+             "none": "created no loop"}
+    tr.line("tests run, each counted once, by the loops it created:")
     for kind in names:
         if kind in state.by_kind:
-            tr.line(f"  {state.by_kind[kind]:5d} {names[kind]}")
+            classes = ", ".join(sorted({name.rpartition(".")[2] for name
+                                        in state.class_names.get(kind, ())}))
+            tr.line(f"  {state.by_kind[kind]:5d} {names[kind]}"
+                    + (f": {classes}" if classes else ""))
+    tr.line(f"  {sum(state.by_kind.values()):5d} in all")
     for key in state.on_purpose:
         tr.line(f"  asyncio's loop on purpose: {key}")
     stale = _stale_entries(config)
     if stale:
-        exact = tuple(sys.version_info[:2]) == EXACT_VERSION
+        exact = _EXACT
         tr.line(f"xfail registry entries that match no test"
                 f"{' (this fails the run)' if exact else ''}:",
                 red=exact, yellow=not exact)
@@ -312,6 +336,6 @@ def _stale_entries(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    if (exitstatus == 0 and tuple(sys.version_info[:2]) == EXACT_VERSION
+    if (exitstatus == 0 and _EXACT
             and _stale_entries(session.config)):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
