@@ -273,12 +273,15 @@ void heap_init(timer_heap *h)
     h->free_slot = HEAP_NO_SLOT;
     h->next_seq = 0;
     h->seq_base = 0;
+    TM_STORE(h->removed, 0);
 }
 
 void heap_free(timer_heap *h)
 {
+    uint64_t removed = h->removed;   /* a count for ever, as the loop's */
     free(h->block);
     heap_init(h);
+    TM_STORE(h->removed, removed);
 }
 
 int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
@@ -336,6 +339,9 @@ void *heap_remove(timer_heap *h, size_t token)
      * this one. */
     if (i >= h->len || heap_entry_slot(&h->entries[i]) != token)
         return NULL;
+#if MINLOOP_TELEMETRY
+    TM_BUMP(h->removed);
+#endif
     return heap_take(h, i);
 }
 
@@ -366,7 +372,7 @@ static int heap_deliver(timer_heap *h, heap_entry *d, size_t k,
             HEAP_PREFETCH_W(got[i].pos);
         }
         for (i = 0; i < m; i++) {
-            int rc = sink(ctx, got[i].item);
+            int rc = sink(ctx, got[i].item, heap_when(d[done + i].key));
             if (rc) {
                 for (size_t j = done + i; j < k; j++)
                     heap_sift_up(h, h->len++, d[j]);
