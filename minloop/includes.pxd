@@ -20,6 +20,7 @@ cdef extern from "timer_heap.h" nogil:
     int heap_drain_due(timer_heap *h, double end, heap_sink sink, void *ctx)
     size_t heap_len(const timer_heap *h)
     size_t heap_capacity(const timer_heap *h)
+    uint64_t heap_pushes(const timer_heap *h)
     uint64_t heap_removed(const timer_heap *h)
     void *heap_item_at(const timer_heap *h, size_t i)
 
@@ -132,11 +133,12 @@ cdef extern from "telemetry.h" nogil:
         pass
     ctypedef struct tm_counters:
         uint64_t callbacks, polls_skipped, polls_immediate, polls_blocked
-        uint64_t fd_events, ready_max, timers_scheduled, timers_fired
+        uint64_t fd_events, ready_max, timers_fired
         uint64_t timers_dropped, timers_max, exceptions
     ctypedef struct tm_hist_copy:
         uint64_t counts[TM_BUCKETS]
-        uint64_t count, sum_ns, min_ns, max_ns
+        uint64_t count
+        double sum, min, max
     void tm_init(tm_loop *t)
     uint64_t tm_poll_skipped(tm_loop *t)
     void tm_fd_event(tm_loop *t)
@@ -159,7 +161,7 @@ cdef extern from "telemetry.h" nogil:
     void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
     void tm_hist_reset(tm_histogram *h)
     uint64_t tm_bucket_bound(unsigned i)
-    unsigned tm_bucket(uint64_t v)
+    unsigned tm_bucket(double ns)
 
 
 cdef extern from "build_info.h":

@@ -15,7 +15,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memset
 
 from .includes cimport (TM_BUCKETS, XT_GUARD_THREADS, tm_read_counters, tm_read_clock,
-                        tm_hist_read, tm_hist_reset, tm_bucket_bound, heap_len,
+                        tm_hist_read, tm_hist_reset, tm_bucket_bound, heap_pushes,
                         heap_removed, fdt_watched, fdt_watched_max)
 
 
@@ -87,13 +87,13 @@ cdef LoopStats make_stats(tm_loop *tm, timer_heap *heap, fd_table *fdt,
     s.fds_max = fdt_watched_max(fdt)
     s.ready = ready
     s.ready_max = c.ready_max
-    s.timers_scheduled = c.timers_scheduled
+    s.timers_scheduled = heap_pushes(heap)
     s.timers_fired = c.timers_fired
     s.timers_cancelled = heap_removed(heap)
     cdef uint64_t gone = c.timers_fired + s.timers_cancelled + c.timers_dropped
     # Read one after the other: on a free-threaded build a timer may have
     # gone since `scheduled` was read.
-    s.timers_live = c.timers_scheduled - gone if c.timers_scheduled > gone else 0
+    s.timers_live = s.timers_scheduled - gone if s.timers_scheduled > gone else 0
     s.timers_max = c.timers_max
     s.exceptions = c.exceptions
     return s
@@ -141,24 +141,24 @@ cdef class HistogramSnapshot:
     @property
     def sum(self):
         """The sum of the values, in seconds."""
-        return self._copy.sum_ns / NS
+        return self._copy.sum / NS
 
     @property
     def min(self):
         """The smallest value, in seconds (0.0 when empty)."""
-        return self._copy.min_ns / NS
+        return self._copy.min / NS
 
     @property
     def max(self):
         """The largest value, in seconds (0.0 when empty)."""
-        return self._copy.max_ns / NS
+        return self._copy.max / NS
 
     @property
     def mean(self):
         """The mean value, in seconds (0.0 when empty)."""
         if self._copy.count == 0:
             return 0.0
-        return self._copy.sum_ns / NS / self._copy.count
+        return self._copy.sum / NS / self._copy.count
 
     def percentile(self, p):
         """The value below which p percent of the values lie, in seconds
@@ -176,7 +176,7 @@ cdef class HistogramSnapshot:
             return self.max
         cdef double rank = q / 100.0 * n
         cdef double cum = 0.0, lo, hi, c
-        cdef double low = <double>self._copy.min_ns, high = <double>self._copy.max_ns
+        cdef double low = self._copy.min, high = self._copy.max
         cdef int i
         for i in range(TM_BUCKETS):
             c = <double>self._copy.counts[i]

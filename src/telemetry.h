@@ -8,7 +8,8 @@
  *    a callback run, a batch started (the ready queue's high-water mark), a
  *    poll skipped / made with a zero timeout / made with a timeout, an fd
  *    event, a timer scheduled or fired, a report to the exception handler.
- *    Timer cancellations are counted by the heap (heap_remove), watched fds
+ *    Timers scheduled and cancelled are counted by the heap (its pushes,
+ *    heap_remove), fired ones by the lag histogram (its total), watched fds
  *    by the fd table (fdt_install): they are the places that know.
  *  - Time is read only where it is free.  A poll that may block (one with a
  *    timeout) is a syscall that sleeps: the two clock reads around it give
@@ -28,8 +29,9 @@
  * everything longer.  A bucket holds the values in (previous bound, bound],
  * so its bound is an inclusive upper bound, as Prometheus' `le` and
  * OpenTelemetry's explicit bounds are: the buckets map one to one onto
- * theirs.  Recording is a count-leading-zeros, two shifts and an increment;
- * exact min, max and sum are kept beside the buckets.
+ * theirs.  Recording takes the bucket from the value's bits as a double (a
+ * shift and a subtraction) and increments it; exact min, max and sum are
+ * kept beside the buckets.
  *
  * Other threads (docs/threading.md, item 18)
  *
@@ -80,25 +82,35 @@
 #define TM_SUB (1 << TM_SUB_BITS)     /* buckets per power of two */
 #define TM_BUCKETS (1 + (TM_MAX_EXP - TM_MIN_EXP) * TM_SUB + 1)
 
+/* The recorder never zeroes anything: counts[] and sum only grow (so the
+ * loop's count of fired timers is the lag histogram's total), and reset()
+ * takes a baseline that readers subtract.  min and max are since the last
+ * reset.  Values are ns, as doubles: the bucket comes from the bits. */
 typedef struct {
     uint64_t counts[TM_BUCKETS];
-    uint64_t sum_ns;
-    uint64_t min_ns;    /* UINT64_MAX while empty */
-    uint64_t max_ns;
+    double sum;
+    double min;                       /* +inf while empty */
+    double max;
+    uint64_t base_counts[TM_BUCKETS]; /* counts[] at the last reset */
+    double base_sum;
 } tm_histogram;
 
-/* The bucket of a value of v ns. */
-static inline unsigned tm_bucket(uint64_t v)
+/* The bucket of a value of `ns` (> 0, or it is bucket 0's).  A positive
+ * double's bits order as the value does, and their top (exponent, first
+ * TM_SUB_BITS bits of the mantissa) name a power of two and its quarter:
+ * exactly these buckets.  Taking them from the next double down puts a
+ * value equal to a bound in the bucket it bounds. */
+#define TM_KEY_SHIFT (52 - TM_SUB_BITS)
+#define TM_KEY_BASE ((((uint64_t)1023 + TM_MIN_EXP) << TM_SUB_BITS) - 1)
+
+static inline unsigned tm_bucket(double ns)
 {
-    if (v <= ((uint64_t)1 << TM_MIN_EXP))
-        return 0;
-    /* Buckets are (lower, upper]: place v - 1 in [lower, upper). */
-    uint64_t x = v - 1;
-    unsigned e = 63 - (unsigned)__builtin_clzll(x);
-    if (e >= TM_MAX_EXP)
-        return TM_BUCKETS - 1;
-    unsigned sub = (unsigned)(x >> (e - TM_SUB_BITS)) & (TM_SUB - 1);
-    return 1 + (e - TM_MIN_EXP) * TM_SUB + sub;
+    if (!(ns > (double)((uint64_t)1 << TM_MIN_EXP)))
+        return 0;   /* also NaN */
+    uint64_t bits;
+    memcpy(&bits, &ns, sizeof bits);
+    uint64_t k = ((bits - 1) >> TM_KEY_SHIFT) - TM_KEY_BASE;
+    return k < TM_BUCKETS - 1 ? (unsigned)k : TM_BUCKETS - 1;
 }
 
 /* Bucket i's inclusive upper bound in ns (UINT64_MAX for the last). */
@@ -112,25 +124,55 @@ static inline uint64_t tm_bucket_bound(unsigned i)
     return ((uint64_t)1 << e) + (uint64_t)(sub + 1) * ((uint64_t)1 << (e - TM_SUB_BITS));
 }
 
+/* Doubles as relaxed atomics (the generic builtins: plain movsd on x86-64). */
+static inline double tm_load_double(const double *p)
+{
+    double v;
+    __atomic_load(p, &v, __ATOMIC_RELAXED);
+    return v;
+}
+
+static inline void tm_store_double(double *p, double v)
+{
+    __atomic_store(p, &v, __ATOMIC_RELAXED);
+}
+
+static inline void tm_hist_init(tm_histogram *h)
+{
+    memset(h, 0, sizeof *h);
+    h->min = __builtin_inf();
+}
+
+/* The loop's thread (loop_metrics.pyx refuses other threads where they
+ * really run at once). */
 static inline void tm_hist_reset(tm_histogram *h)
 {
     for (unsigned i = 0; i < TM_BUCKETS; i++)
-        TM_STORE(h->counts[i], 0);
-    TM_STORE(h->sum_ns, 0);
-    TM_STORE(h->max_ns, 0);
-    TM_STORE(h->min_ns, UINT64_MAX);
+        TM_STORE(h->base_counts[i], TM_LOAD(h->counts[i]));
+    tm_store_double(&h->base_sum, tm_load_double(&h->sum));
+    tm_store_double(&h->max, 0.0);
+    tm_store_double(&h->min, __builtin_inf());
 }
 
-static inline void tm_hist_record(tm_histogram *h, int64_t ns)
+static inline void tm_hist_record(tm_histogram *h, double ns)
 {
-    uint64_t v = ns > 0 ? (uint64_t)ns : 0;
-    unsigned i = tm_bucket(v);
-    TM_BUMP(h->counts[i]);
-    TM_STORE(h->sum_ns, TM_LOAD(h->sum_ns) + v);
-    if (v < TM_LOAD(h->min_ns))
-        TM_STORE(h->min_ns, v);
-    if (v > TM_LOAD(h->max_ns))
-        TM_STORE(h->max_ns, v);
+    if (!(ns > 0.0))
+        ns = 0.0;
+    TM_BUMP(h->counts[tm_bucket(ns)]);
+    tm_store_double(&h->sum, tm_load_double(&h->sum) + ns);
+    if (ns < tm_load_double(&h->min))
+        tm_store_double(&h->min, ns);
+    if (ns > tm_load_double(&h->max))
+        tm_store_double(&h->max, ns);
+}
+
+/* Values ever recorded (no baseline). */
+static inline uint64_t tm_hist_total(const tm_histogram *h)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < TM_BUCKETS; i++)
+        n += TM_LOAD(h->counts[i]);
+    return n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -145,8 +187,8 @@ typedef struct {
     uint64_t polls_immediate;     /* a zero timeout */
     uint64_t polls_blocked;       /* a timeout: may block, timed */
     uint64_t ready_max;           /* the largest batch of ready callbacks */
-    uint64_t timers_scheduled;
-    uint64_t timers_fired;
+    /* Timers scheduled are the heap's pushes (heap_pushes()), fired ones
+     * the lag histogram's total, cancelled ones the heap's removals. */
     uint64_t timers_dropped;      /* still pending when the loop closed */
     uint64_t timers_max;
     uint64_t exceptions;
@@ -169,8 +211,8 @@ static inline void tm_init(tm_loop *t)
 {
     memset(t, 0, sizeof *t);
 #if MINLOOP_TELEMETRY
-    tm_hist_reset(&t->lag);
-    tm_hist_reset(&t->busy);
+    tm_hist_init(&t->lag);
+    tm_hist_init(&t->busy);
 #endif
 }
 
@@ -192,16 +234,15 @@ static inline void tm_callback(tm_loop *t) { TM_BUMP(t->callbacks); }
 static inline void tm_batch(tm_loop *t, size_t ready) { TM_RAISE(t->ready_max, (uint64_t)ready); }
 static inline void tm_poll_immediate(tm_loop *t) { TM_BUMP(t->polls_immediate); }
 
+/* A timer was pushed: `live` are in the heap now. */
 static inline void tm_timer_scheduled(tm_loop *t, size_t live)
 {
-    TM_BUMP(t->timers_scheduled);
     TM_RAISE(t->timers_max, (uint64_t)live);
 }
 
 static inline void tm_timer_fired(tm_loop *t, double now, double when)
 {
-    TM_BUMP(t->timers_fired);
-    tm_hist_record(&t->lag, tm_ns(now - when));
+    tm_hist_record(&t->lag, (now - when) * 1e9);
 }
 
 static inline void tm_timers_dropped(tm_loop *t, size_t n)
@@ -253,7 +294,7 @@ static inline void tm_sleep_begin(tm_loop *t, double now)
     int64_t ns = tm_ns(now);
     TM_BUMP(t->polls_blocked);
     if (t->woke)
-        tm_hist_record(&t->busy, ns - t->woke);
+        tm_hist_record(&t->busy, (double)(ns - t->woke));
     tm_clock_begin(t);
     TM_STORE(t->sleep_since, ns);
     tm_clock_end(t);
@@ -296,7 +337,7 @@ static inline void tm_sleep_end(tm_loop *t, double now) { (void)t; (void)now; }
 /* The counters, each read once. */
 typedef struct {
     uint64_t callbacks, polls_skipped, polls_immediate, polls_blocked;
-    uint64_t fd_events, ready_max, timers_scheduled, timers_fired;
+    uint64_t fd_events, ready_max, timers_fired;
     uint64_t timers_dropped, timers_max, exceptions;
 } tm_counters;
 
@@ -310,8 +351,7 @@ static inline void tm_read_counters(const tm_loop *t, tm_counters *out)
     out->polls_immediate = TM_LOAD(t->polls_immediate);
     out->polls_blocked = TM_LOAD(t->polls_blocked);
     out->ready_max = TM_LOAD(t->ready_max);
-    out->timers_scheduled = TM_LOAD(t->timers_scheduled);
-    out->timers_fired = TM_LOAD(t->timers_fired);
+    out->timers_fired = tm_hist_total(&t->lag);
     out->timers_dropped = TM_LOAD(t->timers_dropped);
     out->timers_max = TM_LOAD(t->timers_max);
     out->exceptions = TM_LOAD(t->exceptions);
@@ -339,23 +379,30 @@ static inline tm_histogram *tm_busy(tm_loop *t)
 #endif
 }
 
-/* A copy for a reader: counts[] read once, count their sum. */
+/* A copy for a reader: since the last reset, counts[] read once, count
+ * their sum.  A reset in another thread during the read may leave a bucket
+ * below its baseline: it reads 0. */
 typedef struct {
     uint64_t counts[TM_BUCKETS];
-    uint64_t count, sum_ns, min_ns, max_ns;
+    uint64_t count;
+    double sum, min, max;   /* ns; min and max 0 when empty */
 } tm_hist_copy;
 
 static inline void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
 {
     uint64_t n = 0;
-    for (unsigned i = 0; i < TM_BUCKETS; i++)
-        n += out->counts[i] = TM_LOAD(h->counts[i]);
+    for (unsigned i = 0; i < TM_BUCKETS; i++) {
+        uint64_t c = TM_LOAD(h->counts[i]), base = TM_LOAD(h->base_counts[i]);
+        n += out->counts[i] = c > base ? c - base : 0;
+    }
     out->count = n;
-    out->sum_ns = TM_LOAD(h->sum_ns);
-    out->min_ns = n ? TM_LOAD(h->min_ns) : 0;
-    out->max_ns = TM_LOAD(h->max_ns);
-    if (out->min_ns == UINT64_MAX)   /* a reset between the reads */
-        out->min_ns = 0;
+    out->sum = tm_load_double(&h->sum) - tm_load_double(&h->base_sum);
+    if (out->sum < 0)
+        out->sum = 0;
+    out->min = tm_load_double(&h->min);
+    out->max = tm_load_double(&h->max);
+    if (n == 0 || out->min > out->max)
+        out->min = out->max = 0;
 }
 
 /* The clock words at `now`: the time spent in runs and, of it, idle,

@@ -271,16 +271,19 @@ void heap_init(timer_heap *h)
     h->len = 0;
     h->cap = 0;
     h->free_slot = HEAP_NO_SLOT;
-    h->next_seq = 0;
+    TM_STORE(h->next_seq, 0);
     h->seq_base = 0;
     TM_STORE(h->removed, 0);
 }
 
 void heap_free(timer_heap *h)
 {
-    uint64_t removed = h->removed;   /* a count for ever, as the loop's */
+    /* The counts are for ever (telemetry reads them after close()). */
+    uint64_t pushes = h->next_seq, removed = h->removed;
     free(h->block);
     heap_init(h);
+    TM_STORE(h->next_seq, pushes);
+    h->seq_base = pushes;
     TM_STORE(h->removed, removed);
 }
 
@@ -296,7 +299,7 @@ int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
     h->slots[slot].pos = pos;
     *pos = (ssize_t)slot;
     heap_entry e = heap_make_entry(heap_key(when), (uint32_t)(h->next_seq - h->seq_base), slot);
-    h->next_seq++;
+    TM_STORE(h->next_seq, h->next_seq + 1);   /* any thread reads it */
     heap_sift_up(h, h->len++, e);
     return 0;
 }

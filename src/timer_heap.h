@@ -163,6 +163,8 @@ static inline void *heap_item_at(const timer_heap *h, size_t i)
 }
 
 static inline size_t heap_len(const timer_heap *h) { return h->len; }
+/* Pushes ever made (any thread). */
+static inline uint64_t heap_pushes(const timer_heap *h) { return TM_LOAD(h->next_seq); }
 /* Timers heap_remove() took out, ever (0 where telemetry is compiled out). */
 static inline uint64_t heap_removed(const timer_heap *h) { return TM_LOAD(h->removed); }
 static inline size_t heap_capacity(const timer_heap *h) { return h->cap; }
