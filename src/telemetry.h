@@ -156,9 +156,10 @@ static inline void tm_hist_reset(tm_histogram *h)
 
 static inline void tm_hist_record(tm_histogram *h, double ns)
 {
-    if (!(ns > 0.0))
+    unsigned i = tm_bucket(ns);
+    if (i == 0 && !(ns > 0.0))   /* early (or NaN): on time */
         ns = 0.0;
-    TM_BUMP(h->counts[tm_bucket(ns)]);
+    TM_BUMP(h->counts[i]);
     tm_store_double(&h->sum, tm_load_double(&h->sum) + ns);
     if (ns < tm_load_double(&h->min))
         tm_store_double(&h->min, ns);
