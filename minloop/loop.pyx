@@ -459,7 +459,6 @@ cdef class LoopCore:
                                            debug, &self._timers)
         if heap_push(&self._timers, when, <void *>timer, &timer._heap_pos) < 0:
             raise MemoryError()
-        tm_timer_scheduled(&self._tm, heap_len(&self._timers))
         Py_INCREF(timer)
         handle_enqueued(<Handle>timer)
         return timer
@@ -631,6 +630,7 @@ cdef class LoopCore:
         # each due timer moves to the ready queue (_queue_due), in the order
         # they would be popped; telemetry records how late each is.
         if heap_len(&self._timers):
+            tm_timers_pending(&self._tm, heap_len(&self._timers))
             if now < 0:
                 now = monotonic_now()
             due.ready = &self._ready

@@ -47,7 +47,8 @@ cdef class LoopStats:
     `ready` is the ready queue's length now and `ready_max` the largest batch
     an iteration ran.  Timers: `timers_live` = scheduled - fired - cancelled
     (and those still pending when the loop closed); `timers_max` is the most
-    live at once.  `fds_watched`: fds with a reader or writer now
+    pending as an iteration went to pop the due ones (sampled there, once
+    an iteration).  `fds_watched`: fds with a reader or writer now
     (`fds_max`: at most); `fd_events`: events the poller reported for them.
     `exceptions`: calls of the loop's call_exception_handler().  `time`:
     loop.time() when the snapshot was taken.

@@ -85,14 +85,15 @@
 /* The recorder never zeroes anything: counts[] and sum only grow (so the
  * loop's count of fired timers is the lag histogram's total), and reset()
  * takes a baseline that readers subtract.  min and max are since the last
- * reset.  Values are ns, as doubles: the bucket comes from the bits. */
+ * reset.  Values come as ns in a double (the bucket comes from its bits)
+ * and are kept as whole ns. */
 typedef struct {
     uint64_t counts[TM_BUCKETS];
-    double sum;
-    double min;                       /* +inf while empty */
-    double max;
+    uint64_t sum;
+    uint64_t min;                     /* UINT64_MAX while empty */
+    uint64_t max;
     uint64_t base_counts[TM_BUCKETS]; /* counts[] at the last reset */
-    double base_sum;
+    uint64_t base_sum;
 } tm_histogram;
 
 /* The bucket of a value of `ns` (> 0, or it is bucket 0's).  A positive
@@ -124,23 +125,10 @@ static inline uint64_t tm_bucket_bound(unsigned i)
     return ((uint64_t)1 << e) + (uint64_t)(sub + 1) * ((uint64_t)1 << (e - TM_SUB_BITS));
 }
 
-/* Doubles as relaxed atomics (the generic builtins: plain movsd on x86-64). */
-static inline double tm_load_double(const double *p)
-{
-    double v;
-    __atomic_load(p, &v, __ATOMIC_RELAXED);
-    return v;
-}
-
-static inline void tm_store_double(double *p, double v)
-{
-    __atomic_store(p, &v, __ATOMIC_RELAXED);
-}
-
 static inline void tm_hist_init(tm_histogram *h)
 {
     memset(h, 0, sizeof *h);
-    h->min = __builtin_inf();
+    h->min = UINT64_MAX;
 }
 
 /* The loop's thread (loop_metrics.pyx refuses other threads where they
@@ -149,22 +137,37 @@ static inline void tm_hist_reset(tm_histogram *h)
 {
     for (unsigned i = 0; i < TM_BUCKETS; i++)
         TM_STORE(h->base_counts[i], TM_LOAD(h->counts[i]));
-    tm_store_double(&h->base_sum, tm_load_double(&h->sum));
-    tm_store_double(&h->max, 0.0);
-    tm_store_double(&h->min, __builtin_inf());
+    TM_STORE(h->base_sum, TM_LOAD(h->sum));
+    TM_STORE(h->max, 0);
+    TM_STORE(h->min, UINT64_MAX);
 }
 
 static inline void tm_hist_record(tm_histogram *h, double ns)
 {
-    unsigned i = tm_bucket(ns);
-    if (i == 0 && !(ns > 0.0))   /* early (or NaN): on time */
-        ns = 0.0;
+    unsigned i;
+    if (ns > (double)((uint64_t)1 << TM_MIN_EXP)) {
+        uint64_t bits;
+        memcpy(&bits, &ns, sizeof bits);
+        uint64_t k = ((bits - 1) >> TM_KEY_SHIFT) - TM_KEY_BASE;
+        if (k < TM_BUCKETS - 1) {
+            i = (unsigned)k;
+        } else {
+            i = TM_BUCKETS - 1;
+            if (ns > 4e18)   /* kept a whole number of ns */
+                ns = 4e18;
+        }
+    } else {
+        i = 0;
+        if (!(ns > 0.0))   /* early (or NaN): on time */
+            ns = 0.0;
+    }
+    uint64_t v = (uint64_t)(int64_t)ns;
     TM_BUMP(h->counts[i]);
-    tm_store_double(&h->sum, tm_load_double(&h->sum) + ns);
-    if (ns < tm_load_double(&h->min))
-        tm_store_double(&h->min, ns);
-    if (ns > tm_load_double(&h->max))
-        tm_store_double(&h->max, ns);
+    TM_STORE(h->sum, TM_LOAD(h->sum) + v);
+    if (v < TM_LOAD(h->min))
+        TM_STORE(h->min, v);
+    if (v > TM_LOAD(h->max))
+        TM_STORE(h->max, v);
 }
 
 /* Values ever recorded (no baseline). */
@@ -235,8 +238,9 @@ static inline void tm_callback(tm_loop *t) { TM_BUMP(t->callbacks); }
 static inline void tm_batch(tm_loop *t, size_t ready) { TM_RAISE(t->ready_max, (uint64_t)ready); }
 static inline void tm_poll_immediate(tm_loop *t) { TM_BUMP(t->polls_immediate); }
 
-/* A timer was pushed: `live` are in the heap now. */
-static inline void tm_timer_scheduled(tm_loop *t, size_t live)
+/* The timers pending as an iteration pops the due ones (its high-water
+ * mark is sampled there, once an iteration, not at every push). */
+static inline void tm_timers_pending(tm_loop *t, size_t live)
 {
     TM_RAISE(t->timers_max, (uint64_t)live);
 }
@@ -320,7 +324,7 @@ static inline void tm_sleep_end(tm_loop *t, double now)
 static inline void tm_callback(tm_loop *t) { (void)t; }
 static inline void tm_batch(tm_loop *t, size_t ready) { (void)t; (void)ready; }
 static inline void tm_poll_immediate(tm_loop *t) { (void)t; }
-static inline void tm_timer_scheduled(tm_loop *t, size_t live) { (void)t; (void)live; }
+static inline void tm_timers_pending(tm_loop *t, size_t live) { (void)t; (void)live; }
 static inline void tm_timer_fired(tm_loop *t, double now, double when)
 { (void)t; (void)now; (void)when; }
 static inline void tm_timers_dropped(tm_loop *t, size_t n) { (void)t; (void)n; }
@@ -397,12 +401,12 @@ static inline void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
         n += out->counts[i] = c > base ? c - base : 0;
     }
     out->count = n;
-    out->sum = tm_load_double(&h->sum) - tm_load_double(&h->base_sum);
-    if (out->sum < 0)
-        out->sum = 0;
-    out->min = tm_load_double(&h->min);
-    out->max = tm_load_double(&h->max);
-    if (n == 0 || out->min > out->max)
+    uint64_t sum = TM_LOAD(h->sum), base_sum = TM_LOAD(h->base_sum);
+    uint64_t min = TM_LOAD(h->min), max = TM_LOAD(h->max);
+    out->sum = sum > base_sum ? (double)(sum - base_sum) : 0.0;
+    out->min = (double)min;
+    out->max = (double)max;
+    if (n == 0 || min > max)
         out->min = out->max = 0;
 }
 

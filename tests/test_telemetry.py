@@ -83,9 +83,10 @@ def test_stats_count_timers(mloop):
     s = mloop.stats()
     assert (s.timers_scheduled, s.timers_cancelled, s.timers_fired) == (11, 5, 0)
     assert s.timers_live == 6
-    assert s.timers_max == 10   # before the cancellations
+    assert s.timers_max == 0   # sampled as iterations pop timers
     run_for(mloop, 0.03)   # its own sleep is a timer too
     s = mloop.stats()
+    assert 6 <= s.timers_max <= 7
     assert sorted(fired) == [1, 3, 5, 7, 9]
     assert s.timers_scheduled == 12
     assert s.timers_fired == 6
@@ -191,7 +192,7 @@ def test_stats_read_from_another_thread_while_the_loop_runs(mloop):
             s = mloop.stats()
             try:
                 assert s.iterations == s.polls_blocked + s.polls_immediate + s.polls_skipped
-                assert s.timers_live <= s.timers_max
+                assert s.timers_live <= s.timers_scheduled
                 if last is not None:
                     for name in ("iterations", "callbacks", "timers_scheduled",
                                  "timers_fired", "timers_cancelled", "fd_events"):

@@ -32,7 +32,8 @@ constant labels (labels=, e.g. {"loop": "main"} for several loops):
     minloop_ready_callbacks             callbacks ready now
     minloop_ready_callbacks_max         the largest batch an iteration ran
     minloop_timers                      timers pending now
-    minloop_timers_max                  the most pending at once
+    minloop_timers_max                  the most pending as an iteration
+                                        popped the due ones
     minloop_fds                         fds watched now
     minloop_fds_max                     the most watched at once
   histograms (the loop's own buckets, one to one: four per power of two
@@ -123,8 +124,8 @@ class MinloopCollector:
         yield self._family(gauge, "ready_callbacks_max", "The largest batch of ready "
                            "callbacks an iteration ran.", s.ready_max)
         yield self._family(gauge, "timers", "Timers pending now.", s.timers_live)
-        yield self._family(gauge, "timers_max", "The most timers pending at once.",
-                           s.timers_max)
+        yield self._family(gauge, "timers_max", "The most timers pending as an "
+                           "iteration popped the due ones.", s.timers_max)
         yield self._family(gauge, "fds", "fds watched now.", s.fds_watched)
         yield self._family(gauge, "fds_max", "The most fds watched at once.", s.fds_max)
         yield self._histogram("lag", "How late timers fired (now - when()).", loop.lag)
