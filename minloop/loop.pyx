@@ -738,8 +738,10 @@ cdef class LoopCore:
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
         """Wait for events (timeout_ns: 0 not at all, -1 for ever) and queue
         their handles.  *now: _run_iteration's clock (see there); a poll
-        that may block takes it as its start, and leaves the clock read as
-        it returned (telemetry times it), or -1."""
+        that may block takes it as its start.  Left as the clock read as
+        such a poll returned (telemetry times it; the due timers are popped
+        by it, a few instructions later), else -1 (a poll that does not
+        wait has no read of its own: the timers get a fresh one)."""
         cdef int n, i, fd, events, rearm
         cdef bint sleeping = False
         cdef void *item
@@ -759,9 +761,9 @@ cdef class LoopCore:
                 if now[0] < 0:
                     now[0] = monotonic_now()
                 tm_sleep_begin(&self._tm, now[0])
-            now[0] = -1.0
         else:
             tm_poll_immediate(&self._tm)
+        now[0] = -1.0
         with nogil:
             n = poller_wait(&self._poller, self._events, timeout_ns)
         if sleeping:
