@@ -148,6 +148,7 @@ cdef extern from "telemetry.h" nogil:
     void tm_poll_immediate(tm_loop *t)
     void tm_timers_pending(tm_loop *t, size_t live)
     void tm_timer_fired(tm_loop *t, double now, double when)
+    void tm_timers_fired(tm_loop *t, double now, double first, double last)
     void tm_timers_dropped(tm_loop *t, size_t n)
     void tm_exception(tm_loop *t)
     void tm_run_begin(tm_loop *t, double now)

@@ -34,7 +34,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
 from libc.errno cimport EINTR, ENOMEM
-from libc.math cimport ceil, isnan
+from libc.math cimport NAN, ceil, isnan
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
@@ -110,6 +110,7 @@ cdef struct _due_timers:
     ready_ring *ready
     tm_loop *tm
     double now      # the clock read the timers are popped by
+    double last     # the deadline of the last taken (NaN: none)
 
 
 cdef int _queue_due(void *ctx, void *item, double when) noexcept nogil:
@@ -118,8 +119,9 @@ cdef int _queue_due(void *ctx, void *item, double when) noexcept nogil:
     it, and how late it is."""
     cdef _due_timers *due = <_due_timers *>ctx
     cdef int rc = ring_push(due.ready, item)
-    if rc == 0:
+    if MINLOOP_TELEMETRY and rc == 0:
         tm_timer_fired(due.tm, due.now, when)
+        due.last = when
     return rc
 
 
@@ -581,7 +583,7 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef int rc
-        cdef double when
+        cdef double when = 0.0
         # The clock as last read in this iteration, while no Python code has
         # run since (-1: not so).  One read serves the timeout, the start of
         # a timed poll, and the popping of due timers where it can.
@@ -636,8 +638,13 @@ cdef class LoopCore:
             due.ready = &self._ready
             due.tm = &self._tm
             due.now = now
+            due.last = NAN
+            if MINLOOP_TELEMETRY:
+                heap_peek(&self._timers, &when)   # the first to go, if any
             rc = heap_drain_due(&self._timers, now + self._clock_resolution,
                                 _queue_due, &due)
+            if MINLOOP_TELEMETRY and due.last == due.last:
+                tm_timers_fired(&self._tm, now, when, due.last)
             if rc < 0:
                 # The timer the ring refused, and those after it, are still
                 # in the heap: due next time, in order.

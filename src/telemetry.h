@@ -142,7 +142,18 @@ static inline void tm_hist_reset(tm_histogram *h)
     TM_STORE(h->min, UINT64_MAX);
 }
 
-static inline void tm_hist_record(tm_histogram *h, double ns)
+/* A value of `ns` as whole ns: early (or NaN) is on time, 0. */
+static inline uint64_t tm_hist_value(double ns)
+{
+    if (!(ns > 0.0))
+        return 0;
+    if (ns > 4e18)
+        return (uint64_t)4e18;
+    return (uint64_t)(int64_t)ns;
+}
+
+/* Counts a value in its bucket and the sum (not min and max). */
+static inline uint64_t tm_hist_add(tm_histogram *h, double ns)
 {
     unsigned i;
     if (ns > (double)((uint64_t)1 << TM_MIN_EXP)) {
@@ -164,10 +175,22 @@ static inline void tm_hist_record(tm_histogram *h, double ns)
     uint64_t v = (uint64_t)(int64_t)ns;
     TM_BUMP(h->counts[i]);
     TM_STORE(h->sum, TM_LOAD(h->sum) + v);
-    if (v < TM_LOAD(h->min))
-        TM_STORE(h->min, v);
-    if (v > TM_LOAD(h->max))
-        TM_STORE(h->max, v);
+    return v;
+}
+
+/* Values from `lo` to `hi` ns were added. */
+static inline void tm_hist_extremes(tm_histogram *h, uint64_t lo, uint64_t hi)
+{
+    if (lo < TM_LOAD(h->min))
+        TM_STORE(h->min, lo);
+    if (hi > TM_LOAD(h->max))
+        TM_STORE(h->max, hi);
+}
+
+static inline void tm_hist_record(tm_histogram *h, double ns)
+{
+    uint64_t v = tm_hist_add(h, ns);
+    tm_hist_extremes(h, v, v);
 }
 
 /* Values ever recorded (no baseline). */
@@ -245,9 +268,18 @@ static inline void tm_timers_pending(tm_loop *t, size_t live)
     TM_RAISE(t->timers_max, (uint64_t)live);
 }
 
+/* A drain of due timers by one clock read `now` hands them over earliest
+ * first, so the latest of them is the first and the least late the last:
+ * each is counted as it goes, min and max are set once, at the end. */
 static inline void tm_timer_fired(tm_loop *t, double now, double when)
 {
-    tm_hist_record(&t->lag, (now - when) * 1e9);
+    tm_hist_add(&t->lag, (now - when) * 1e9);
+}
+
+static inline void tm_timers_fired(tm_loop *t, double now, double first, double last)
+{
+    tm_hist_extremes(&t->lag, tm_hist_value((now - last) * 1e9),
+                     tm_hist_value((now - first) * 1e9));
 }
 
 static inline void tm_timers_dropped(tm_loop *t, size_t n)
@@ -327,6 +359,8 @@ static inline void tm_poll_immediate(tm_loop *t) { (void)t; }
 static inline void tm_timers_pending(tm_loop *t, size_t live) { (void)t; (void)live; }
 static inline void tm_timer_fired(tm_loop *t, double now, double when)
 { (void)t; (void)now; (void)when; }
+static inline void tm_timers_fired(tm_loop *t, double now, double first, double last)
+{ (void)t; (void)now; (void)first; (void)last; }
 static inline void tm_timers_dropped(tm_loop *t, size_t n) { (void)t; (void)n; }
 static inline void tm_exception(tm_loop *t) { (void)t; }
 static inline void tm_run_begin(tm_loop *t, double now) { (void)t; (void)now; }

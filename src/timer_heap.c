@@ -375,7 +375,9 @@ static int heap_deliver(timer_heap *h, heap_entry *d, size_t k,
             HEAP_PREFETCH_W(got[i].pos);
         }
         for (i = 0; i < m; i++) {
-            int rc = sink(ctx, got[i].item, heap_when(d[done + i].key));
+            /* The deadline is for telemetry alone (src/telemetry.h). */
+            int rc = sink(ctx, got[i].item,
+                          MINLOOP_TELEMETRY ? heap_when(d[done + i].key) : 0.0);
             if (rc) {
                 for (size_t j = done + i; j < k; j++)
                     heap_sift_up(h, h->len++, d[j]);

@@ -115,7 +115,8 @@ typedef struct {
 #define HEAP_NO_SLOT UINT32_MAX
 
 /* Where heap_drain_due() hands the due items, in order, each with its
- * deadline: 0 when it took the item, anything else to refuse it. */
+ * deadline (0.0 where telemetry, its one user, is compiled out): 0 when
+ * it took the item, anything else to refuse it. */
 typedef int (*heap_sink)(void *ctx, void *item, double when);
 
 /* How many timers leave together: enough for their memory accesses to
