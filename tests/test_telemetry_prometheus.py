@@ -102,6 +102,8 @@ def test_scrape_of_a_lagging_loop(server):
         loop.run_until_complete(asyncio.sleep(0.01))
         after = scrape(port)
         stats, lag = loop.stats(), loop.lag.snapshot()
+        # No thread left behind (a later test may fork).
+        loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
 
