@@ -11,6 +11,9 @@ Environment switches (for development and CI, never for wheels):
                       CFLAGS carry -g) and no symbol table; what release
                       wheels ship ([tool.cibuildwheel] sets it).  Off by
                       default: profilers and callgrind want the symbols.
+  MINLOOP_NO_TELEMETRY=1  compile the loop's telemetry out (src/telemetry.h):
+                      loop.stats() and the rest raise NotImplementedError;
+                      for measuring what it costs against the default build
 """
 import os
 import sys
@@ -47,6 +50,8 @@ poller_sources = ["src/poller_epoll.c", "src/poller_kqueue.c"]  # each compiles 
 macros = [("_GNU_SOURCE", None)]
 if flag("MINLOOP_THREAD_GUARDS"):
     macros.append(("MINLOOP_THREAD_GUARDS", "1"))
+if flag("MINLOOP_NO_TELEMETRY"):
+    macros.append(("MINLOOP_NO_TELEMETRY", "1"))
 common = dict(
     include_dirs=["src"],
     extra_compile_args=compile_args,
@@ -69,6 +74,7 @@ extensions = [
         ["minloop/loop.pyx", "src/fd_table.c", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
         **common,
     ),
+    Extension("minloop.loop_metrics", ["minloop/loop_metrics.pyx"], **common),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
     Extension("minloop.selector_view", ["minloop/selector_view.pyx"], **common),
     Extension("minloop.stream_reader", ["minloop/stream_reader.pyx"], **common),

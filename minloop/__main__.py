@@ -49,6 +49,8 @@ def _build_line():
         text += ", AddressSanitizer"
     if flags["thread_guards"]:
         text += ", thread guards"
+    if not flags["telemetry"]:
+        text += ", no telemetry"   # MINLOOP_NO_TELEMETRY=1
     return text
 
 

@@ -427,7 +427,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     get_exception_handler = _BaseEventLoop.get_exception_handler
     set_exception_handler = _BaseEventLoop.set_exception_handler
     default_exception_handler = _BaseEventLoop.default_exception_handler
-    call_exception_handler = _BaseEventLoop.call_exception_handler
+    # call_exception_handler: compiled (LoopCore), asyncio's counted.
 
     # Debug flag management: compiled (LoopCore).
 

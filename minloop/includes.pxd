@@ -10,7 +10,7 @@ from libc.stdint cimport int64_t, uint64_t
 cdef extern from "timer_heap.h" nogil:
     ctypedef struct timer_heap:
         unsigned long long next_seq     # counts every push
-    ctypedef int (*heap_sink)(void *ctx, void *item) noexcept nogil
+    ctypedef int (*heap_sink)(void *ctx, void *item, double when) noexcept nogil
     void heap_init(timer_heap *h)
     void heap_free(timer_heap *h)
     int heap_push(timer_heap *h, double when, void *item, Py_ssize_t *pos)
@@ -20,6 +20,8 @@ cdef extern from "timer_heap.h" nogil:
     int heap_drain_due(timer_heap *h, double end, heap_sink sink, void *ctx)
     size_t heap_len(const timer_heap *h)
     size_t heap_capacity(const timer_heap *h)
+    uint64_t heap_pushes(const timer_heap *h)
+    uint64_t heap_removed(const timer_heap *h)
     void *heap_item_at(const timer_heap *h, size_t i)
 
 
@@ -99,6 +101,8 @@ cdef extern from "fd_table.h" nogil:
     void *fdt_drain(fd_table *t, int *cursor)
     int fdt_size(const fd_table *t)
     int fdt_armed(const fd_table *t)
+    uint64_t fdt_watched(const fd_table *t)
+    uint64_t fdt_watched_max(const fd_table *t)
     void *fdt_get(const fd_table *t, int fd, int which)
     void *fdt_item(const fd_table *t, int fd, int which)
     int fdt_has(const fd_table *t, int fd)
@@ -114,6 +118,51 @@ cdef extern from "fd_table.h" nogil:
     int fdt_grow(fd_table *t, int fd)
     int fdt_fired(fd_table *t, int fd, int events)
     int fdt_rearm(fd_table *t, poller *p, int fd, int which, const void *item)
+
+
+# The loop's telemetry (src/telemetry.h): recorded by loop.pyx, read by
+# loop_metrics.pyx.  MINLOOP_TELEMETRY is 0 in a MINLOOP_NO_TELEMETRY build,
+# where the recording functions are empty and the readers read zeros.
+cdef extern from "telemetry.h" nogil:
+    enum:
+        MINLOOP_TELEMETRY
+        TM_BUCKETS
+    ctypedef struct tm_histogram:
+        pass
+    ctypedef struct tm_loop:
+        pass
+    ctypedef struct tm_counters:
+        uint64_t callbacks, polls_skipped, polls_immediate, polls_blocked
+        uint64_t fd_events, ready_max, timers_fired
+        uint64_t timers_dropped, timers_max, exceptions
+    ctypedef struct tm_hist_copy:
+        uint64_t counts[TM_BUCKETS]
+        uint64_t count
+        double sum, min, max
+    void tm_init(tm_loop *t)
+    uint64_t tm_poll_skipped(tm_loop *t)
+    void tm_fd_event(tm_loop *t)
+    uint64_t tm_fd_events(const tm_loop *t)
+    void tm_callback(tm_loop *t)
+    void tm_batch(tm_loop *t, size_t ready)
+    void tm_poll_immediate(tm_loop *t)
+    void tm_timers_pending(tm_loop *t, size_t live)
+    void tm_timer_fired(tm_loop *t, double now, double when)
+    void tm_timers_fired(tm_loop *t, double now, double first, double last)
+    void tm_timers_dropped(tm_loop *t, size_t n)
+    void tm_exception(tm_loop *t)
+    void tm_run_begin(tm_loop *t, double now)
+    void tm_run_end(tm_loop *t, double now)
+    void tm_sleep_begin(tm_loop *t, double now)
+    void tm_sleep_end(tm_loop *t, double now)
+    void tm_read_counters(const tm_loop *t, tm_counters *out)
+    void tm_read_clock(const tm_loop *t, double now, int64_t *elapsed, int64_t *idle)
+    tm_histogram *tm_lag(tm_loop *t)
+    tm_histogram *tm_busy(tm_loop *t)
+    void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
+    void tm_hist_reset(tm_histogram *h)
+    uint64_t tm_bucket_bound(unsigned i)
+    unsigned tm_bucket(double ns)
 
 
 cdef extern from "build_info.h":

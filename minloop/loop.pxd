@@ -2,7 +2,7 @@ from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
                         fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
-                        xt_load_int)
+                        xt_load_int, tm_loop)
 from .handles cimport Handle, TimerHandle
 
 
@@ -28,7 +28,10 @@ cdef class LoopCore:
         # around that, the owner writes, the reads that take a reference,
         # and the reallocation of the table (_reserve_fd).
         xt_mutex _owners_lock
-        unsigned int _skipped_polls
+        # What the loop counts and times about itself (src/telemetry.h):
+        # loop.stats(), utilization(), lag, iteration_time.  Also the
+        # skipped polls (they pace the signal checks) and the fd events.
+        tm_loop _tm
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
         bint _forked
@@ -36,8 +39,6 @@ cdef class LoopCore:
         # writes made by call_soon_threadsafe are counted by the ready ring,
         # the property _wakeups_sent).
         readonly unsigned long _poller_changes
-        # Events the poller reported for fds other than the wake-up fd.
-        readonly unsigned long _fd_events
         # asyncio's loop._transports for transports that are not the fd
         # table's owners (the datagram transport, anything stored through
         # the _transports mapping): a WeakValueDictionary, None until then.
@@ -84,7 +85,7 @@ cdef class LoopCore:
     cdef int _check_push(self, Handle handle, int rc) except -1
     cdef int _push_threadsafe(self, Handle handle) except -1
     cdef int _run_iteration(self) except -1
-    cdef int _poll(self, int64_t timeout_ns) except -1
+    cdef int _poll(self, int64_t timeout_ns, double *now) except -1
     cdef int _run_ready(self, Handle handle) except -1
     cdef void _release_ran(self, Handle handle) noexcept
     cdef void _drop_released(self, ready_ring *ring) noexcept

@@ -35,7 +35,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyCallable_Check, Py_TYPE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_REFCNT, Py_CLEAR
 from libc.errno cimport EINTR, ENOMEM
-from libc.math cimport ceil, fmax, isnan, nextafter, INFINITY
+from libc.math cimport NAN, ceil, fmax, isnan, nextafter, INFINITY
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
@@ -46,6 +46,7 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
                        forget_context_snapshot)
+from .loop_metrics cimport make_stats, make_utilization, histogram_view
 
 
 cdef enum:
@@ -69,6 +70,7 @@ cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
 cdef object _logger = logging.getLogger('asyncio')
+cdef object _call_exception_handler = _aio_base_events.BaseEventLoop.call_exception_handler
 cdef object _get_asyncgen_hooks = sys.get_asyncgen_hooks
 cdef object _set_asyncgen_hooks = sys.set_asyncgen_hooks
 
@@ -91,7 +93,9 @@ def _build_flags():
             'address_sanitizer': bool(MINLOOP_BUILD_ASAN),
             # Foreign threads refused at the loop-thread-only entries
             # (docs/threading.md, item 8): free-threaded builds.
-            'thread_guards': bool(XT_GUARD_THREADS)}
+            'thread_guards': bool(XT_GUARD_THREADS),
+            # loop.stats() and the rest (setup.py's MINLOOP_NO_TELEMETRY).
+            'telemetry': bool(MINLOOP_TELEMETRY)}
 
 
 cdef inline _raise_errno(int neg_errno):
@@ -108,10 +112,31 @@ cdef inline int _check_open(LoopCore loop) except -1:
     return 0
 
 
-cdef int _queue_due(void *ready, void *item) noexcept nogil:
+cdef struct _due_timers:
+    ready_ring *ready
+    tm_loop *tm
+    double now      # the clock read the timers are popped by
+    double last     # the deadline of the last taken (NaN: none)
+
+
+cdef int _queue_due(void *ctx, void *item, double when) noexcept nogil:
     """heap_drain_due's sink: a due timer goes to the ready ring, the
-    heap's reference and bookkeeping (_queued) with it."""
-    return ring_push(<ready_ring *>ready, item)
+    heap's reference and bookkeeping (_queued) with it; telemetry counts
+    it, and how late it is."""
+    cdef _due_timers *due = <_due_timers *>ctx
+    cdef int rc = ring_push(due.ready, item)
+    if MINLOOP_TELEMETRY and rc == 0:
+        tm_timer_fired(due.tm, due.now, when)
+        due.last = when
+    return rc
+
+
+cdef inline int _telemetry_built(str what) except -1:
+    if not MINLOOP_TELEMETRY:
+        raise NotImplementedError(
+            f"loop.{what} is not available: this minloop was built with "
+            f"MINLOOP_NO_TELEMETRY=1, which compiles the loop's telemetry out")
+    return 0
 
 
 cdef class LoopCore:
@@ -127,6 +152,7 @@ cdef class LoopCore:
                                           + Py_TYPE(self).tp_dictoffset)
             Py_CLEAR(instance_dict[0])
         xt_init(&self._owners_lock)
+        tm_init(&self._tm)
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
@@ -544,6 +570,8 @@ cdef class LoopCore:
             # threads once it sees _running (release/acquire).
             xt_store_ulong(&self._thread_ident, PyThread_get_thread_ident())
             xt_store_int_release(&self._running, True)
+            if MINLOOP_TELEMETRY:
+                tm_run_begin(&self._tm, monotonic_now())
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
             # Through the module on every run, as asyncio's loop does, not
@@ -565,6 +593,8 @@ cdef class LoopCore:
                 if xt_load_int(&self._stopping):
                     break
         finally:
+            if MINLOOP_TELEMETRY:
+                tm_run_end(&self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
             xt_store_int(&self._running, False)
             # Between runs the program may drop what it holds: keep nothing.
@@ -581,7 +611,13 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1:
         cdef int64_t timeout_ns
         cdef int rc
-        cdef double when, now, end_time
+        cdef double when = 0.0
+        cdef double end_time
+        # The clock as last read in this iteration, while no Python code has
+        # run since (-1: not so).  One read serves the timeout, the start of
+        # a timed poll, and the popping of due timers where it can.
+        cdef double now = -1.0
+        cdef _due_timers due
         cdef size_t ntodo, i
         cdef void *item
         cdef Handle handle
@@ -597,7 +633,8 @@ cdef class LoopCore:
         if ring_len(&self._ready) or xt_load_int(&self._stopping):
             timeout_ns = 0
         elif heap_peek(&self._timers, &when) != NULL:
-            when = when - monotonic_now()
+            now = monotonic_now()
+            when = when - now
             if when <= 0:
                 timeout_ns = 0
             elif when >= MAXIMUM_SELECT_TIMEOUT:
@@ -609,22 +646,24 @@ cdef class LoopCore:
             timeout_ns = -1
 
         if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
-            self._poll(timeout_ns)
+            self._poll(timeout_ns, &now)
         else:
             # Nothing but our own wake-up fd is registered and we would not
             # block: a poll could observe nothing, so skip the syscall.  A
             # poll would also have run pending signal handlers (EINTR); the
             # interpreter runs them too between bytecodes of any callback,
             # so checking on every 32nd skip bounds the delay cheaply.
-            self._skipped_polls += 1
-            if self._skipped_polls & 31 == 0:
+            if tm_poll_skipped(&self._tm) & 31 == 0:
+                now = -1.0
                 PyErr_CheckSignals()
 
         # Handle 'later' callbacks that are ready.  The heap's reference to
         # each due timer moves to the ready queue (_queue_due), in the order
-        # they would be popped.
+        # they would be popped; telemetry records how late each is.
         if heap_len(&self._timers):
-            now = monotonic_now()
+            tm_timers_pending(&self._tm, heap_len(&self._timers))
+            if now < 0:
+                now = monotonic_now()
             if _END_TIME_PAST_ULP:
                 # Where the clock's resolution is below a double's step at
                 # `now` (after 2**24 s of uptime for 1 ns), now + resolution
@@ -633,7 +672,15 @@ cdef class LoopCore:
                                       nextafter(now, INFINITY) - now)
             else:
                 end_time = now + self._clock_resolution
-            rc = heap_drain_due(&self._timers, end_time, _queue_due, &self._ready)
+            due.ready = &self._ready
+            due.tm = &self._tm
+            due.now = now
+            due.last = NAN
+            if MINLOOP_TELEMETRY:
+                heap_peek(&self._timers, &when)   # the first to go, if any
+            rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
+            if MINLOOP_TELEMETRY and due.last == due.last:
+                tm_timers_fired(&self._tm, now, when, due.last)
             if rc < 0:
                 # The timer the ring refused, and those after it, are still
                 # in the heap: due next time, in order.
@@ -651,6 +698,7 @@ cdef class LoopCore:
         # (loop._run_once()) or emptied the ring (asyncio's deque would
         # raise IndexError there).
         ntodo = ring_len(&self._ready)
+        tm_batch(&self._tm, ntodo)
         for i in range(ntodo):
             item = ring_pop(&self._ready)
             if item == NULL:
@@ -661,12 +709,13 @@ cdef class LoopCore:
             # (see _release_ran): most handles die right after it.
             handle._queued -= 1
             try:
-                if handle_cancelled(handle):
-                    pass
-                elif xt_load_int(&self._debug):
-                    self._run_ready(handle)
-                else:
-                    handle_run(handle)
+                if not handle_cancelled(handle):
+                    # Counted as it starts: a watchdog sees it move.
+                    tm_callback(&self._tm)
+                    if xt_load_int(&self._debug):
+                        self._run_ready(handle)
+                    else:
+                        handle_run(handle)
             finally:
                 self._release_ran(handle)
         # Those that ran an iteration ago have had a full iteration for
@@ -729,7 +778,13 @@ cdef class LoopCore:
             self._current_handle = None
         return 0
 
-    cdef int _poll(self, int64_t timeout_ns) except -1:
+    cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
+        """Wait for events (timeout_ns: 0 not at all, -1 for ever) and queue
+        their handles.  *now: _run_iteration's clock (see there); a poll
+        that may block takes it as its start.  Left as the clock read as
+        such a poll returned (telemetry times it; the due timers are popped
+        by it, a few instructions later), else -1 (a poll that does not
+        wait has no read of its own: the timers get a fresh one)."""
         cdef int n, i, fd, events, rearm
         cdef bint sleeping = False
         cdef void *item
@@ -744,12 +799,24 @@ cdef class LoopCore:
             sleeping = ring_sleep(&self._ready)
             if not sleeping:
                 timeout_ns = 0
+        if sleeping:
+            if MINLOOP_TELEMETRY:
+                if now[0] < 0:
+                    now[0] = monotonic_now()
+                tm_sleep_begin(&self._tm, now[0])
+        else:
+            tm_poll_immediate(&self._tm)
+        now[0] = -1.0
         with nogil:
             n = poller_wait(&self._poller, self._events, timeout_ns)
         if sleeping:
+            if MINLOOP_TELEMETRY:
+                now[0] = monotonic_now()
+                tm_sleep_end(&self._tm, now[0])
             ring_awake(&self._ready)
         if n < 0:
             if n == -EINTR:
+                now[0] = -1.0   # handlers run below
                 # Run Python-level signal handlers now (KeyboardInterrupt
                 # propagates from here), as PEP 475 retries do.
                 PyErr_CheckSignals()
@@ -763,7 +830,7 @@ cdef class LoopCore:
                 continue
             if not fdt_has(&self._fd_table, fd):
                 continue
-            self._fd_events += 1
+            tm_fd_event(&self._tm)
             rearm = fdt_fired(&self._fd_table, fd, events)
             if rearm:
                 # A one-shot registration fired for an event not for its
@@ -788,6 +855,54 @@ cdef class LoopCore:
                 else:
                     self._push_ready(handle)
         return 0
+
+    # ------------------------------------------------------------------
+    # Telemetry: what the loop counts and times about itself
+    # (src/telemetry.h says where each number comes from; the objects are
+    # loop_metrics.pyx's).  Any thread may call these while the loop runs.
+
+    def stats(self):
+        """An immutable snapshot of the loop's counters (a LoopStats)."""
+        _telemetry_built('stats()')
+        return make_stats(&self._tm, &self._timers, &self._fd_table,
+                          ring_len(&self._ready), monotonic_now())
+
+    def utilization(self, previous=None):
+        """Event-loop utilization, as Node's performance.eventLoopUtilization():
+        of the time the loop has spent running (inside run_forever()), idle
+        is the seconds blocked in the poller and active the rest, and
+        utilization = active / (idle + active) (0.0 before any).  Given an
+        earlier result as `previous`, the same for the time since it."""
+        _telemetry_built('utilization()')
+        return make_utilization(&self._tm, monotonic_now(), previous)
+
+    @property
+    def lag(self):
+        """How late timers fire: now - when() of every timer as the loop
+        pops it (a Histogram, in seconds)."""
+        _telemetry_built('lag')
+        return histogram_view(self, tm_lag(&self._tm))
+
+    @property
+    def iteration_time(self):
+        """The loop's busy stretches: from a poll's return to the next
+        poll's start, for polls that may block (a Histogram, in seconds)."""
+        _telemetry_built('iteration_time')
+        return histogram_view(self, tm_busy(&self._tm))
+
+    @property
+    def _fd_events(self):
+        """Events the poller reported for fds other than the wake-up fd
+        (kept in both builds: tests read it)."""
+        return tm_fd_events(&self._tm)
+
+    # ------------------------------------------------------------------
+    # Error handlers: asyncio's, counted (stats().exceptions).
+
+    def call_exception_handler(self, context):
+        """Call the current event loop's exception handler (asyncio's)."""
+        tm_exception(&self._tm)
+        _call_exception_handler(self, context)
 
     # ------------------------------------------------------------------
     # fd callbacks
@@ -1104,6 +1219,7 @@ cdef class LoopCore:
             item = heap_pop(&self._timers)
             if item == NULL:
                 break
+            tm_timers_dropped(&self._tm, 1)
             handle_dequeued(<Handle>item)
             Py_DECREF(<object>item)
 

@@ -14,12 +14,16 @@ void fdt_init(fd_table *t)
     t->slots = NULL;
     t->size = 0;
     t->armed = 0;
+    TM_STORE(t->watched, 0);
+    TM_STORE(t->watched_max, 0);
 }
 
 void fdt_free(fd_table *t)
 {
+    uint64_t most = t->watched_max;   /* a figure of the loop's life */
     free(t->slots);
     fdt_init(t);
+    TM_STORE(t->watched_max, most);
 }
 
 int fdt_grow(fd_table *t, int fd)
@@ -75,11 +79,14 @@ void *fdt_drain(fd_table *t, int *cursor)
         if (s->reader != NULL) {
             item = s->reader;
             s->reader = NULL;
+            if (s->writer == NULL)
+                fdt_count_watched(t, -1);
             return item;
         }
         if (s->writer != NULL) {
             item = s->writer;
             s->writer = NULL;
+            fdt_count_watched(t, -1);
             return item;
         }
     }

@@ -82,6 +82,7 @@
 #define MINLOOP_FD_TABLE_H
 
 #include "poller.h"
+#include "telemetry.h"
 
 #include <stddef.h>
 
@@ -100,6 +101,10 @@ typedef struct {
     fdt_slot *slots;
     int size;       /* slots allocated; every fd >= size is empty */
     int armed;      /* fds whose mask has READ or WRITE armed */
+    /* For telemetry (any thread reads them: fdt_watched()): fds with a
+     * reader or a writer, now and at most. */
+    uint64_t watched;
+    uint64_t watched_max;
 } fd_table;
 
 void fdt_init(fd_table *t);
@@ -124,6 +129,21 @@ void *fdt_drain(fd_table *t, int *cursor);
 
 static inline int fdt_size(const fd_table *t) { return t->size; }
 static inline int fdt_armed(const fd_table *t) { return t->armed; }
+/* Any thread (0 where telemetry is compiled out). */
+static inline uint64_t fdt_watched(const fd_table *t) { return TM_LOAD(t->watched); }
+static inline uint64_t fdt_watched_max(const fd_table *t) { return TM_LOAD(t->watched_max); }
+
+/* An fd gained its first item (+1) or lost its last (-1). */
+static inline void fdt_count_watched(fd_table *t, int change)
+{
+#if MINLOOP_TELEMETRY
+    uint64_t n = TM_LOAD(t->watched) + (uint64_t)(int64_t)change;
+    TM_STORE(t->watched, n);
+    TM_RAISE(t->watched_max, n);
+#else
+    (void)t; (void)change;
+#endif
+}
 
 static inline int fdt_has(const fd_table *t, int fd)
 {
@@ -240,6 +260,8 @@ static inline int fdt_install(fd_table *t, poller *p, int fd, int which,
         return rc;
     s->oneshot = oneshot_bits;
     *old = which == POLLER_READ ? s->reader : s->writer;
+    if ((s->reader != NULL || s->writer != NULL) != (reader != NULL || writer != NULL))
+        fdt_count_watched(t, reader != NULL || writer != NULL ? 1 : -1);
     s->reader = reader;
     s->writer = writer;
     return rc;

@@ -271,14 +271,20 @@ void heap_init(timer_heap *h)
     h->len = 0;
     h->cap = 0;
     h->free_slot = HEAP_NO_SLOT;
-    h->next_seq = 0;
+    TM_STORE(h->next_seq, 0);
     h->seq_base = 0;
+    TM_STORE(h->removed, 0);
 }
 
 void heap_free(timer_heap *h)
 {
+    /* The counts are for ever (telemetry reads them after close()). */
+    uint64_t pushes = h->next_seq, removed = h->removed;
     free(h->block);
     heap_init(h);
+    TM_STORE(h->next_seq, pushes);
+    h->seq_base = pushes;
+    TM_STORE(h->removed, removed);
 }
 
 int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
@@ -293,7 +299,7 @@ int heap_push(timer_heap *h, double when, void *item, ssize_t *pos)
     h->slots[slot].pos = pos;
     *pos = (ssize_t)slot;
     heap_entry e = heap_make_entry(heap_key(when), (uint32_t)(h->next_seq - h->seq_base), slot);
-    h->next_seq++;
+    TM_STORE(h->next_seq, h->next_seq + 1);   /* any thread reads it */
     heap_sift_up(h, h->len++, e);
     return 0;
 }
@@ -336,6 +342,9 @@ void *heap_remove(timer_heap *h, size_t token)
      * this one. */
     if (i >= h->len || heap_entry_slot(&h->entries[i]) != token)
         return NULL;
+#if MINLOOP_TELEMETRY
+    TM_BUMP(h->removed);
+#endif
     return heap_take(h, i);
 }
 
@@ -366,7 +375,9 @@ static int heap_deliver(timer_heap *h, heap_entry *d, size_t k,
             HEAP_PREFETCH_W(got[i].pos);
         }
         for (i = 0; i < m; i++) {
-            int rc = sink(ctx, got[i].item);
+            /* The deadline is for telemetry alone (src/telemetry.h). */
+            int rc = sink(ctx, got[i].item,
+                          MINLOOP_TELEMETRY ? heap_when(d[done + i].key) : 0.0);
             if (rc) {
                 for (size_t j = done + i; j < k; j++)
                     heap_sift_up(h, h->len++, d[j]);

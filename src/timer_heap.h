@@ -61,6 +61,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "telemetry.h"
+
 /* The deadline is kept as an integer that orders as the double does
  * (heap_key()), and seq and slot share one word with seq on top, so that
  * "earlier" is one 128-bit comparison: (key, order). */
@@ -106,13 +108,16 @@ typedef struct {
     uint32_t free_slot;   /* first free slot, HEAP_NO_SLOT when none */
     uint64_t next_seq;    /* pushes ever made */
     uint64_t seq_base;    /* an entry's seq is its push's next_seq - seq_base */
+    uint64_t removed;     /* heap_remove()s (cancellations), for telemetry:
+                           * any thread may read it (heap_removed()) */
 } timer_heap;
 
 #define HEAP_NO_SLOT UINT32_MAX
 
-/* Where heap_drain_due() hands the due items, in order: 0 when it took
- * the item, anything else to refuse it. */
-typedef int (*heap_sink)(void *ctx, void *item);
+/* Where heap_drain_due() hands the due items, in order, each with its
+ * deadline (0.0 where telemetry, its one user, is compiled out): 0 when
+ * it took the item, anything else to refuse it. */
+typedef int (*heap_sink)(void *ctx, void *item, double when);
 
 /* How many timers leave together: enough for their memory accesses to
  * overlap, few enough for a stack array. */
@@ -128,7 +133,7 @@ void *heap_pop(timer_heap *h);
 /* Removes the item whose pos slot holds `token` and returns it; NULL (and
  * nothing changes) if no item in the heap has that token. */
 void *heap_remove(timer_heap *h, size_t token);
-/* Hands every timer due before `end` (when < end) to sink(ctx, item),
+/* Hands every timer due before `end` (when < end) to sink(ctx, item, when),
  * earliest first, each leaving the heap (pos -1) once the sink took it --
  * as popping while the earliest is due would, but cheaper:
  *   - timers leave in batches, the memory each leaves behind (its slot, the
@@ -159,6 +164,10 @@ static inline void *heap_item_at(const timer_heap *h, size_t i)
 }
 
 static inline size_t heap_len(const timer_heap *h) { return h->len; }
+/* Pushes ever made (any thread). */
+static inline uint64_t heap_pushes(const timer_heap *h) { return TM_LOAD(h->next_seq); }
+/* Timers heap_remove() took out, ever (0 where telemetry is compiled out). */
+static inline uint64_t heap_removed(const timer_heap *h) { return TM_LOAD(h->removed); }
 static inline size_t heap_capacity(const timer_heap *h) { return h->cap; }
 
 #endif

@@ -80,7 +80,7 @@ static void with_pair(void (*scenario)(fd_table *, poller *, const int *), polle
     fdt_init(&t);
     make_pair(sv);
     scenario(&t, p, sv);
-    CHECK(fdt_idle(&t, sv[0]) && fdt_armed(&t) == 0);
+    CHECK(fdt_idle(&t, sv[0]) && fdt_armed(&t) == 0 && fdt_watched(&t) == 0);
     close(sv[0]);
     close(sv[1]);
     fdt_free(&t);
@@ -91,6 +91,8 @@ static void persistent_reader(fd_table *t, poller *p, const int sv[2])
     CHECK(install(t, p, sv[0], POLLER_READ, ITEM_A, 0, NULL) == 1);
     CHECK(fdt_mask(t, sv[0]) == POLLER_READ);
     CHECK(fdt_armed(t) == 1);
+    /* Telemetry's count of fds with an item (0 where compiled out). */
+    CHECK(fdt_watched(t) == MINLOOP_TELEMETRY && fdt_watched_max(t) == MINLOOP_TELEMETRY);
     CHECK(fdt_get(t, sv[0], POLLER_READ) == ITEM_A);
     CHECK(fdt_get(t, sv[0], POLLER_WRITE) == NULL);
     CHECK(!fdt_idle(t, sv[0]));
@@ -105,12 +107,15 @@ static void persistent_reader(fd_table *t, poller *p, const int sv[2])
     CHECK(fdt_mask(t, sv[0]) == POLLER_READ);
     CHECK(fdt_armed(t) == 1);
 
-    /* A writer beside it: one registration for both. */
+    /* A writer beside it: one registration for both, one fd watched. */
     CHECK(install(t, p, sv[0], POLLER_WRITE, ITEM_C, 0, NULL) == 1);
     CHECK(fdt_mask(t, sv[0]) == (POLLER_READ | POLLER_WRITE));
     CHECK(fdt_armed(t) == 1);
+    CHECK(fdt_watched(t) == MINLOOP_TELEMETRY);
     CHECK(install(t, p, sv[0], POLLER_WRITE, NULL, 0, ITEM_C) == 1);
+    CHECK(fdt_watched(t) == MINLOOP_TELEMETRY);
     CHECK(install(t, p, sv[0], POLLER_READ, NULL, 0, ITEM_B) == 1);
+    CHECK(fdt_watched(t) == 0 && fdt_watched_max(t) == MINLOOP_TELEMETRY);
     CHECK(fdt_mask(t, sv[0]) == 0);
     CHECK(fdt_armed(t) == 0);
     CHECK(fdt_idle(t, sv[0]));
@@ -255,6 +260,7 @@ static void queries_and_growth(poller *p)
     CHECK(fdt_get(&t, 899, POLLER_READ) == NULL && fdt_mask(&t, 1023) == 0);
     CHECK(fdt_get(&t, 1024, POLLER_READ) == NULL);
     CHECK(fdt_armed(&t) == 2);
+    CHECK(fdt_watched(&t) == 2 * MINLOOP_TELEMETRY);
     CHECK(fdt_grow(&t, -5) == -EBADF && fdt_grow(&t, -1) == -EBADF);
     CHECK(fdt_grow(&t, 0x7fffffff) == -ENOMEM);
     CHECK(fdt_size(&t) == 1024);
@@ -272,6 +278,7 @@ static void queries_and_growth(poller *p)
         CHECK(n == 2 && seen_a == 1 && seen_b == 1);
         CHECK(fdt_drain(&t, &cursor) == NULL);
         CHECK(fdt_armed(&t) == 0);
+        CHECK(fdt_watched(&t) == 0 && fdt_watched_max(&t) == 2 * MINLOOP_TELEMETRY);
         CHECK(fdt_mask(&t, sv[0]) == 0 && fdt_mask(&t, big) == 0);
         CHECK(fdt_idle(&t, sv[0]) && fdt_idle(&t, big));
         CHECK(poll_fd(p, big) & POLLER_WRITE);

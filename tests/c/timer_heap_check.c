@@ -233,15 +233,20 @@ static void test_random_against_model(void)
             while (!timers[id].in);
             ssize_t token = timers[id].pos;
             size_t cap = heap_capacity(&h);
+            uint64_t removed = heap_removed(&h);
             CHECK(heap_remove(&h, (size_t)token) == &timers[id]);
             CHECK(timers[id].pos == -1);
+            /* Counted once, for telemetry (a token naming nothing is not). */
+            CHECK(heap_removed(&h) == removed + MINLOOP_TELEMETRY);
             timers[id].in = 0;
             free_ids[nfree++] = id;
             live--;
             /* Its token names nothing now -- unless the block shrank,
              * which renames the survivors' slots. */
-            if (heap_capacity(&h) == cap)
+            if (heap_capacity(&h) == cap) {
                 CHECK(heap_remove(&h, (size_t)token) == NULL);
+                CHECK(heap_removed(&h) == removed + MINLOOP_TELEMETRY);
+            }
         }
         CHECK(heap_len(&h) == live);
         if (step % 97 == 0)
@@ -414,7 +419,7 @@ typedef struct {
     size_t n, refuse_at;
 } sink_log;
 
-static int record(void *ctx, void *item)
+static int record(void *ctx, void *item, double when)
 {
     sink_log *log = ctx;
     if (log->n == log->refuse_at) {
@@ -423,6 +428,7 @@ static int record(void *ctx, void *item)
     }
     timer *t = item;
     CHECK(t->in && t->pos >= 0);   /* still in the heap's books when handed */
+    CHECK(when == t->when);        /* with its own deadline */
     log->got[log->n++] = t;
     return 0;
 }
