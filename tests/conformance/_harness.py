@@ -35,8 +35,11 @@ class HarnessError(Exception):
 def _load():
     """Return (loop factory, policy class, loop class) for LOOP_NAME."""
     if LOOP_NAME == "asyncio":
-        return (asyncio.SelectorEventLoop, asyncio.DefaultEventLoopPolicy,
-                asyncio.SelectorEventLoop)
+        with warnings.catch_warnings():
+            # asyncio's policy classes warn from 3.14 on (see below).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            policy = asyncio.DefaultEventLoopPolicy
+        return (asyncio.SelectorEventLoop, policy, asyncio.SelectorEventLoop)
     try:
         module = importlib.import_module(LOOP_NAME)
         with warnings.catch_warnings():
