@@ -11,7 +11,6 @@ asyncio.run() does.  This module is imported only when one of its names is
 used (see minloop.__getattr__).
 """
 
-import asyncio
 import warnings
 
 from . import _asyncio_compat
