@@ -222,7 +222,10 @@ cdef class SocketTransport(StreamTransportBase):
         unsigned char _peername_given
         unsigned char _connected
         unsigned char _read_mode
-        readonly object _sock     # None once connection_lost() has run
+        # None once connection_lost() has run.  Writable, as asyncio's is:
+        # CPython's tests swap it for a wrapper (the transport's own I/O
+        # goes through _sock_fd, so a wrapper changes nothing here).
+        public object _sock
         readonly object _protocol
         readonly object _server
         # The connection's context, when asyncio gives one (3.15): every
@@ -500,6 +503,14 @@ cdef class SocketTransport(StreamTransportBase):
             return
         self._core._add_fd_handle(fd, POLLER_READ, callback, args,
                                   self._context)
+
+    @property
+    def _read_ready_cb(self):
+        # asyncio's: the method reads go through, None from close() or
+        # connection_lost() on (CPython's TLS tests read it).
+        if self._closing or self._sock is None:
+            return None
+        return self._read_ready
 
     def _read_ready(self):
         if self._conn_lost:

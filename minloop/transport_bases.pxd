@@ -8,7 +8,9 @@ cdef extern from "transport_bases.h":
     # Each extends the classes of asyncio.transports its asyncio counterpart
     # derives from (transport_bases.c): the socket transport's, the TLS app
     # transport's, the datagram transport's, the read and the write pipe's.
-    ctypedef class minloop._transport_bases.StreamTransportBase [object MinloopTransportBase]:
+    # The socket transport's adds an instance dict after _extra
+    # (MinloopStreamTransportBase: transport_bases.h says why it is in C).
+    ctypedef class minloop._transport_bases.StreamTransportBase [object MinloopStreamTransportBase]:
         # BaseTransport's `_extra` slot: the get_extra_info() dict.
         cdef object _extra
 

@@ -220,6 +220,56 @@ def test_extra_info(loop, tcp):
     loop.run_until_complete(main())
 
 
+def test_instance_attributes_and_patching(loop, tcp):
+    """Attributes can be set on a live transport, as on asyncio's (which has
+    an instance dict): mock.patch.object(transport, "write") intercepts the
+    calls made through the attribute and is undone on exit; a cycle through
+    the instance dict is collected.  CPython 3.14's test_ssl patches write()
+    on the socket transport under a TLS connection this way."""
+    from unittest import mock
+    import weakref
+
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        tr.note = "mine"
+        assert tr.note == "mine" and tr.__dict__["note"] == "mine"
+        with mock.patch.object(tr, "write", wraps=tr.write) as patched:
+            tr.write(b"ab")
+        assert patched.call_count == 1
+        assert "write" not in tr.__dict__      # the patch is undone
+        tr.write(b"cd")
+        assert await recv_exactly(loop, peer, 4) == b"abcd"
+        tr.me = tr                             # a cycle through the dict
+        ref = weakref.ref(tr)
+        await close_and_wait(tr, pr)
+        return ref
+    ref = loop.run_until_complete(main())
+    gc.collect()
+    assert ref() is None
+
+
+def test_read_ready_cb_and_sock_as_asyncio_has_them(loop, tcp):
+    """asyncio's private _read_ready_cb (the method reads go through; None
+    once closing where asyncio's close() clears it, 3.12+) and a writable
+    _sock, which CPython's tests read and swap."""
+    import inspect
+    from asyncio import selector_events
+    close_clears = "_read_ready_cb = None" in inspect.getsource(
+        selector_events._SelectorSocketTransport.close)
+
+    async def main():
+        tr, pr, peer = await tcp(lambda: Recorder(loop))
+        assert callable(tr._read_ready_cb)
+        sock = tr._sock
+        tr._sock = sock                        # writable, as asyncio's is
+        assert tr._sock is sock
+        tr.close()
+        if close_clears:
+            assert tr._read_ready_cb is None
+        await asyncio.wait_for(asyncio.shield(pr.lost), 5)
+    loop.run_until_complete(main())
+
+
 def test_repr_names_fd(loop, tcp):
     async def main():
         tr, pr, peer = await tcp(lambda: Recorder(loop))

@@ -6,7 +6,11 @@ Bound here:
   TLS over create_connection/create_server with buffered and plain
   protocols, handshake timeouts, corrupted records, a memory-leak check) with
   new_loop() returning a loop of the implementation under test, as CPython's
-  SelectorStartTLSTests binds it to asyncio's selector loop.
+  SelectorStartTLSTests binds it to asyncio's selector loop.  One test
+  (3.14+: ..._failed_certificate_no_cycles) patches
+  asyncio.sslproto.SSLProtocol.connection_made to see each TLS protocol's
+  transport; for these tests that name is the implementation's own layer, as
+  in SslProtoHandshakeTests below.
 * SslProtoHandshakeTests -- the TLS protocol layer alone over a mock socket
   transport (handshake, timeouts, close during the handshake, extra info,
   EOF, writes after close, set_protocol).  The tests build
@@ -35,15 +39,23 @@ class StartTLSTests(_sslproto.BaseStartTLS, unittest.TestCase):
     def new_loop(self):
         return new_event_loop()
 
+    def setUp(self):
+        super().setUp()
+        _bind_ssl_protocol(self)
+
+
+def _bind_ssl_protocol(test):
+    patcher = mock.patch.object(sslproto, 'SSLProtocol', ssl_protocol_class())
+    patcher.start()
+    test.addCleanup(patcher.stop)
+
 
 @unittest.skipIf(_sslproto.ssl is None, 'No ssl module')
 class SslProtoHandshakeTests(_sslproto.SslProtoHandshakeTests):
 
     def setUp(self):
         super().setUp()
-        patcher = mock.patch.object(sslproto, 'SSLProtocol', ssl_protocol_class())
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        _bind_ssl_protocol(self)
 
 
 LOOP_IN_EVERY_TEST = (StartTLSTests, SslProtoHandshakeTests)

@@ -19,10 +19,7 @@ backports.  On every Python CI runs the conformance suite on (3.10 to 3.15)
 the registry must be exactly right: an entry that matches no test fails the
 run (see the conftest's EXACT_VERSIONS).
 
-Empty on 3.10 to 3.13: every bound test passes there.  On 3.14 and 3.15
-two tests of CPython's suite patch asyncio's own implementation classes,
-which minloop's compiled ones are not (see _PATCHES_ASYNCIO_CLASSES); each
-is listed where the running Python's suite has it.
+Empty on every Python CI runs: every bound test passes.
 
 These apply only when the loop under test is minloop: on asyncio's loop
 (MINLOOP_CONFORMANCE_LOOP=asyncio) every test must pass.
@@ -39,36 +36,7 @@ def private(name):
 
 XFAIL = {}
 
-# Tests that reach into asyncio's own transport classes by patching them:
-# (CPython test module, class, test) -> reason.  minloop's socket transport
-# and TLS protocol are compiled final classes: an instance attribute cannot
-# be patched on one, and a patch of asyncio's class never reaches them.
-_PATCHES_ASYNCIO_CLASSES = {
-    ("test_ssl", "TestSSL", "test_remote_shutdown_receives_trailing_data_on_slow_socket"):
-        private("_SelectorSocketTransport: patches write() on the live socket "
-                "transport and swaps its _sock (read via _read_ready_cb) for a "
-                "wrapper that sends half of each buffer"),
-    ("test_sslproto", "BaseStartTLS", "test_create_connection_ssl_failed_certificate_no_cycles"):
-        private("sslproto.SSLProtocol: patches asyncio's TLS protocol class's "
-                "connection_made() to collect the transports it sees (gh-159049)"),
-}
-
-
-def _has_test(module, cls, test):
-    import importlib
-    try:
-        mod = importlib.import_module(f"test.test_asyncio.{module}")
-    except ImportError:
-        return False
-    return hasattr(getattr(mod, cls, None), test)
-
 
 def entries():
     """The registry for the running Python and asyncio: {key pattern: reason}."""
-    found = dict(XFAIL)
-    for (module, cls, test), reason in _PATCHES_ASYNCIO_CLASSES.items():
-        if _has_test(module, cls, test):
-            # The class the conformance module binds it under.
-            bound = "StartTLSTests" if cls == "BaseStartTLS" else cls
-            found[f"{module}::{bound}::{test}"] = reason
-    return found
+    return dict(XFAIL)
