@@ -34,5 +34,8 @@ def test_fd_table_rules(fd_table_check):
 
 
 @pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
+# valgrind runs the check tens of times slower: the conftest's 15 s limit
+# for a test is far too short on a loaded machine.
+@pytest.mark.timeout(300)
 def test_fd_table_under_memcheck(fd_table_check):
     run_under_memcheck(fd_table_check, 200, timeout=300)

@@ -30,5 +30,8 @@ def test_telemetry_c(telemetry_check):
 
 
 @pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
+# valgrind runs the check tens of times slower: the conftest's 15 s limit
+# for a test is far too short on a loaded machine.
+@pytest.mark.timeout(300)
 def test_telemetry_c_under_memcheck(telemetry_check):
     run_under_memcheck(telemetry_check, 1000, timeout=300)

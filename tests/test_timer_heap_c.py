@@ -44,5 +44,8 @@ def test_timer_heap(timer_heap_check):
 
 
 @pytest.mark.skipif(VALGRIND is None, reason="valgrind is not installed")
+# valgrind runs the check tens of times slower: the conftest's 15 s limit
+# for a test is far too short on a loaded machine.
+@pytest.mark.timeout(600)
 def test_timer_heap_under_memcheck(timer_heap_check):
     run_under_memcheck(timer_heap_check, 100_000, timeout=600)
