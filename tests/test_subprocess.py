@@ -155,6 +155,12 @@ def test_signals_after_exit_raise_process_lookup_error(loop):
     async def main():
         proc = await asyncio.create_subprocess_exec('true')
         await proc.wait()
+        # The transport lets go of the process in a callback that exit
+        # schedules (asyncio's _call_connection_lost); until it has run,
+        # asyncio's kill() is a silent no-op.  wait() may return before it
+        # (at once, when the exit was seen first): a turn or two of the loop.
+        for _ in range(3):
+            await asyncio.sleep(0)
         for send in (proc.kill, proc.terminate,
                      lambda: proc.send_signal(signal.SIGUSR1)):
             with pytest.raises(ProcessLookupError):
