@@ -41,7 +41,8 @@ cdef class LoopCore:
         readonly unsigned long _poller_changes
         # asyncio's loop._transports for transports that are not the fd
         # table's owners (the datagram transport, anything stored through
-        # the _transports mapping): a WeakValueDictionary, None until then.
+        # the _transports mapping): a WeakValueDictionary, None until then
+        # (fd_owners.pxd keeps it and the owners).
         object _other_transports
         # Non-int objects passed to add_reader/add_writer, by fd, so that
         # remove_reader(sock) still finds a socket closed in the meantime.
@@ -100,10 +101,6 @@ cdef class LoopCore:
     cdef int _rearm_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _remove_oneshot(self, int fd, int which, Handle handle) except -1
     cdef int _reserve_fd(self, int fd) except -1
-    cdef int _own_fd(self, int fd, object transport) except -1
-    cdef void _disown_fd(self, int fd, object transport) noexcept
-    cdef object _transport_of(self, object fd)
-    cdef object _other_transports_dict(self)
     cdef int _open_kernel_objects(self) except -1
     cdef int _reopen_after_fork(self) except -1
     cdef void _release_poller(self)

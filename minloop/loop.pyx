@@ -22,7 +22,6 @@ import sys
 import time
 import weakref
 
-from collections.abc import MutableMapping as _MutableMapping
 
 from asyncio import base_events as _aio_base_events
 from asyncio import coroutines as _aio_coroutines
@@ -47,6 +46,7 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        PyObject_GC_Track,
                        forget_context_snapshot)
 from .loop_metrics cimport make_stats, make_utilization, histogram_view
+from .fd_owners cimport transport_of
 
 
 cdef enum:
@@ -96,6 +96,17 @@ def _build_flags():
             'thread_guards': bool(XT_GUARD_THREADS),
             # loop.stats() and the rest (setup.py's MINLOOP_NO_TELEMETRY).
             'telemetry': bool(MINLOOP_TELEMETRY)}
+
+
+cdef object _fileno(object fileobj):
+    """fileobj's fd: an int as it is, else int(fileobj.fileno()); the
+    ValueError of selectors._fileobj_to_fd (asyncio's) for anything else."""
+    if isinstance(fileobj, int):
+        return fileobj
+    try:
+        return int(fileobj.fileno())
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError(f"Invalid file object: {fileobj!r}") from None
 
 
 cdef inline _raise_errno(int neg_errno):
@@ -1016,14 +1027,7 @@ cdef class LoopCore:
                 <object>writer if writer != NULL else None)
 
     cdef int _fileobj_to_fd(self, object fileobj) except -1:
-        cdef object fd
-        if isinstance(fileobj, int):
-            fd = fileobj
-        else:
-            try:
-                fd = int(fileobj.fileno())
-            except (AttributeError, TypeError, ValueError):
-                raise ValueError(f"Invalid file object: {fileobj!r}") from None
+        cdef object fd = _fileno(fileobj)
         if fd < 0:
             raise ValueError(f"Invalid file descriptor: {fd}")
         return fd
@@ -1078,22 +1082,12 @@ cdef class LoopCore:
         return True
 
     # ------------------------------------------------------------------
-    # Transports' fds: asyncio's loop._transports
-    #
-    # asyncio keeps fd -> transport in a WeakValueDictionary, so that
-    # add_reader() and the sock_* methods refuse a live transport's fd: a
-    # weak reference and a dict entry per connection.  Here the stream
-    # transport is named in its fd's slot of the fd table instead (a
-    # borrowed pointer: src/fd_table.h, "Owners"); the few others (datagram
-    # transports, what code stores through the mapping) go to a
-    # WeakValueDictionary as before.  loop._transports is a mapping over
-    # both, with asyncio's meaning: a transport stays in it while it lives
-    # (closed or not), until a newer one takes its fd number.
+    # Transports' fds: asyncio's loop._transports (fd_owners.pxd)
 
     cdef int _reserve_fd(self, int fd) except -1:
-        """Make room for fd in the table (fdt_grow).  Growing
-        moves the slots, which a dying transport's _disown_fd() may be
-        writing to from another thread: under the owners' lock."""
+        """Make room for fd in the table (fdt_grow).  Growing moves the
+        slots, which a dying transport's disown_fd() may be writing to from
+        another thread: under the owners' lock."""
         cdef int rc = 0
         if not fdt_has(&self._fd_table, fd):
             xt_lock(&self._owners_lock)
@@ -1105,75 +1099,15 @@ cdef class LoopCore:
             _raise_errno(rc)
         return 0
 
-    cdef int _own_fd(self, int fd, object transport) except -1:
-        """loop._transports[fd] = transport, for a transport that calls
-        _disown_fd() before it dies (the stream transport's __dealloc__)."""
-        check_loop_thread(self)
-        if fd < 0:
-            # A closed socket's -1: asyncio's dict takes it; so does ours.
-            self._other_transports_dict()[fd] = transport
-            return 0
-        self._reserve_fd(fd)
-        # Before it is published: _transport_of() may have to take a
-        # reference while another thread deallocates it.
-        minloop_enable_try_incref(<PyObject *>transport)
-        xt_lock(&self._owners_lock)
-        fdt_set_owner(&self._fd_table, fd, <void *>transport)
-        xt_unlock(&self._owners_lock)
-        if self._other_transports is not None:
-            self._other_transports.pop(fd, None)
-        return 0
-
-    cdef void _disown_fd(self, int fd, object transport) noexcept:
-        """transport is dying: forget it as fd's owner, if it still is.
-        Any thread: the collector finalizes in the thread that collects."""
-        xt_lock(&self._owners_lock)
-        fdt_disown(&self._fd_table, fd, <void *>transport)
-        xt_unlock(&self._owners_lock)
-
-    cdef object _transport_of(self, object fd):
-        """loop._transports.get(fd): the fd table's owner, or else the
-        other transports' entry, or None."""
-        cdef void *owner
-        cdef bint held = False
-        check_loop_thread(self)
-        if isinstance(fd, int) and 0 <= fd < fdt_size(&self._fd_table):
-            # The owner may be dying in another thread, its count at zero
-            # and its _disown_fd() waiting for the lock: a reference is
-            # taken only from a count that has not reached zero.
-            xt_lock(&self._owners_lock)
-            owner = fdt_owner(&self._fd_table, <int>fd)
-            if owner != NULL:
-                held = minloop_try_incref(<PyObject *>owner)
-            xt_unlock(&self._owners_lock)
-            if held:
-                transport = <object>owner
-                Py_DECREF(transport)   # try_incref's; `transport` has its own
-                return transport
-        if self._other_transports is not None:
-            return self._other_transports.get(fd)
-        return None
-
-    cdef object _other_transports_dict(self):
-        if self._other_transports is None:
-            self._other_transports = weakref.WeakValueDictionary()
-        return self._other_transports
-
     @property
     def _transports(self):
         """fd -> the transport using it (asyncio's attribute): a mapping."""
-        return _TransportMap(self)
+        from .fd_owners import TransportMap
+        return TransportMap(self)
 
     def _ensure_fd_no_transport(self, fd):
         # asyncio's selector loop's, over our mapping.
-        fileno = fd
-        if not isinstance(fileno, int):
-            try:
-                fileno = int(fileno.fileno())
-            except (AttributeError, TypeError, ValueError):
-                # This code matches selectors._fileobj_to_fd function.
-                raise ValueError(f"Invalid file object: {fd!r}") from None
-        transport = self._transport_of(fileno)
+        transport = transport_of(self, _fileno(fd))
         if transport is not None and not transport.is_closing():
             raise RuntimeError(
                 f'File descriptor {fd!r} is used by transport '
@@ -1259,80 +1193,6 @@ cdef class LoopCore:
         ring_free(&self._released[1])
         self._release_poller()
         wakeup_close(&self._wakeup)
-
-
-# ----------------------------------------------------------------------
-# loop._transports
-
-
-class _TransportMap(_MutableMapping):
-    """loop._transports: fd -> transport, as asyncio's WeakValueDictionary
-    answers (see LoopCore._own_fd).  A view: it holds nothing itself."""
-
-    __slots__ = ('_core',)
-
-    def __init__(self, core):
-        self._core = core
-
-    def __getitem__(self, fd):
-        transport = (<LoopCore>self._core)._transport_of(fd)
-        if transport is None:
-            return {}[fd]   # a dict's error: KeyError, or TypeError if unhashable
-        return transport
-
-    def __setitem__(self, fd, transport):
-        cdef LoopCore core = <LoopCore>self._core
-        check_loop_thread(core)
-        # Never into the fd table: only a transport that lets go of the
-        # slot itself may be named there.  What it named for fd is replaced.
-        core._other_transports_dict()[fd] = transport
-        _forget_owner(core, fd)
-
-    def __delitem__(self, fd):
-        cdef LoopCore core = <LoopCore>self._core
-        check_loop_thread(core)
-        if _forget_owner(core, fd):
-            return
-        if core._other_transports is None:
-            del {}[fd]   # KeyError, as a dict raises it
-        del core._other_transports[fd]
-
-    def __iter__(self):
-        cdef LoopCore core = <LoopCore>self._core
-        cdef int fd = 0
-        # Asked again at each step: the table may change in between.
-        while fd < fdt_size(&core._fd_table):
-            if fdt_owner(&core._fd_table, fd) != NULL:
-                yield fd
-            fd += 1
-        if core._other_transports is not None:
-            yield from list(core._other_transports.keys())
-
-    def __len__(self):
-        cdef LoopCore core = <LoopCore>self._core
-        cdef int fd
-        cdef Py_ssize_t n = 0
-        for fd in range(fdt_size(&core._fd_table)):
-            if fdt_owner(&core._fd_table, fd) != NULL:
-                n += 1
-        if core._other_transports is not None:
-            n += len(core._other_transports)
-        return n
-
-    def __repr__(self):
-        return f'<{type(self).__name__} {dict(self.items())!r}>'
-
-
-cdef bint _forget_owner(LoopCore core, object fd):
-    """Clear fd's owner in core's fd table; whether it had one."""
-    cdef bint had = False
-    if isinstance(fd, int) and 0 <= fd < fdt_size(&core._fd_table):
-        xt_lock(&core._owners_lock)
-        had = fdt_owner(&core._fd_table, <int>fd) != NULL
-        if had:
-            fdt_set_owner(&core._fd_table, <int>fd, NULL)
-        xt_unlock(&core._owners_lock)
-    return had
 
 
 # ----------------------------------------------------------------------

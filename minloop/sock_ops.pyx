@@ -63,6 +63,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         compat_type_version)
 from .lifecycle cimport READ_SIZE, read_buffer
 from .loop cimport LoopCore, check_loop_thread
+from .fd_owners cimport transport_of
 from .oserrors cimport os_error, would_block
 
 from . import _asyncio_compat
@@ -320,7 +321,7 @@ cdef int _ensure_fd_no_transport(LoopCore loop, object fd) except -1:
     waits for); a transport found, a non-int fd, or a loop class that
     replaced the check goes to the method.
     """
-    if (type(fd) is int and loop._transport_of(fd) is None
+    if (type(fd) is int and transport_of(loop, fd) is None
             and _core_transport_check(loop)):
         return 0
     loop._ensure_fd_no_transport(fd)

@@ -38,10 +38,11 @@ from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg, fdt_owner)
+                        iovec, msghdr, recv, send, sendmsg)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread
+from .fd_owners cimport own_fd, owns_fd, disown_fd
 from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
@@ -331,7 +332,7 @@ cdef class SocketTransport(StreamTransportBase):
                 server._attach()
         # asyncio's loop._transports[fd] = self: the fd table's slot points
         # back at us (borrowed; __dealloc__ lets go of it).
-        core._own_fd(self._sock_fd, self)
+        own_fd(core, self._sock_fd, self)
         # Small writes go out without waiting for the peer's ACK (asyncio
         # disables Nagle's algorithm on every TCP transport).
         _set_nodelay(sock)
@@ -351,14 +352,13 @@ cdef class SocketTransport(StreamTransportBase):
                                context=context)
 
     cdef bint _owns_fd(self) noexcept:
-        return (self._core is not None and
-                fdt_owner(&self._core._fd_table, self._sock_fd) == <void *>self)
+        return self._core is not None and owns_fd(self._core, self._sock_fd, self)
 
     cdef void _disown_fd(self) noexcept:
         # Pure C, for __dealloc__: _core is None only for an instance whose
         # __cinit__ failed.
         if self._core is not None:
-            self._core._disown_fd(self._sock_fd, self)
+            disown_fd(self._core, self._sock_fd, self)
 
     def __dealloc__(self):
         # The fd table's pointer to us is borrowed: it goes before we do.
