@@ -152,6 +152,7 @@ cdef class LoopCore:
                                           + Py_TYPE(self).tp_dictoffset)
             Py_CLEAR(instance_dict[0])
         xt_init(&self._owners_lock)
+        xt_init(&self._stall_lock)
         tm_init(&self._tm)
         ring_init(&self._ready)
         ring_init(&self._released[0])
@@ -716,6 +717,9 @@ cdef class LoopCore:
                         self._run_ready(handle)
                     else:
                         handle_run(handle)
+                    # Named by the stall watchdog: report it (stall.pyx).
+                    if tm_stalled(&self._tm):
+                        self._stall_ended(handle)
             finally:
                 self._release_ran(handle)
         # Those that ran an iteration ago have had a full iteration for
@@ -776,6 +780,26 @@ cdef class LoopCore:
                                 _format_handle(handle), dt)
         finally:
             self._current_handle = None
+        return 0
+
+    # The stall watchdog's hooks (stall.pyx arms it; src/stall.h).
+
+    cdef object _stall_swap(self, object watch):
+        """Arm `watch` (None: disarm); return the watch it replaces."""
+        xt_lock(&self._stall_lock)
+        old = self._stall
+        self._stall = watch
+        tm_stall_arm(&self._tm, watch is not None)
+        xt_unlock(&self._stall_lock)
+        return old
+
+    cdef int _stall_ended(self, Handle handle) except -1:
+        """The callback the watchdog flagged has returned."""
+        xt_lock(&self._stall_lock)
+        watch = self._stall
+        xt_unlock(&self._stall_lock)
+        if watch is not None:
+            watch._callback_ended(handle)
         return 0
 
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
@@ -1242,6 +1266,10 @@ cdef class LoopCore:
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
         xt_store_int(&self._closed, True)
+        # A closed loop has no stall watchdog (its thread is joined).
+        watch = self._stall_swap(None)
+        if watch is not None:
+            watch.stop()
         # Other threads may still be pushing: from here on the ring refuses
         # them (RuntimeError('Event loop is closed')), and once ring_close()
         # returns no thread is about to write to the wake-up fd, which is
