@@ -157,7 +157,6 @@ cdef extern from "telemetry.h" nogil:
     void tm_sleep_end(tm_loop *t, double now)
     void tm_read_counters(const tm_loop *t, tm_counters *out)
     void tm_read_clock(const tm_loop *t, double now, int64_t *elapsed, int64_t *idle)
-    void tm_stall_arm(tm_loop *t, int on)
     bint tm_stalled(const tm_loop *t)
     uint64_t tm_callbacks(const tm_loop *t)
     tm_histogram *tm_lag(tm_loop *t)

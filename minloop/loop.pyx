@@ -290,6 +290,9 @@ cdef class LoopCore:
     def set_debug(self, enabled):
         cdef bint debug = bool(enabled)
         xt_store_int(&self._debug, debug)
+        xt_lock(&self._stall_lock)
+        self._update_callback_hooks()
+        xt_unlock(&self._stall_lock)
         if xt_load_int(&self._running):
             self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
                                       debug)
@@ -305,6 +308,9 @@ cdef class LoopCore:
     @_debug.setter
     def _debug(self, value):
         xt_store_int(&self._debug, bool(value))
+        xt_lock(&self._stall_lock)
+        self._update_callback_hooks()
+        xt_unlock(&self._stall_lock)
 
     @property
     def _stopping(self):
@@ -713,13 +719,17 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
-                    if xt_load_int(&self._debug):
-                        self._run_ready(handle)
-                    else:
+                    if not xt_load_int(&self._callback_hooks):
                         handle_run(handle)
-                    # Named by the stall watchdog: report it (stall.pyx).
-                    if tm_stalled(&self._tm):
-                        self._stall_ended(handle)
+                    else:
+                        # Debug mode, or the stall watchdog armed.
+                        if xt_load_int(&self._debug):
+                            self._run_ready(handle)
+                        else:
+                            handle_run(handle)
+                        # Named by the stall watchdog: report it (stall.pyx).
+                        if tm_stalled(&self._tm):
+                            self._stall_ended(handle)
             finally:
                 self._release_ran(handle)
         # Those that ran an iteration ago have had a full iteration for
@@ -767,6 +777,11 @@ cdef class LoopCore:
             handle_dequeued(<Handle>item)   # tracked again only if held
             Py_DECREF(<object>item)
 
+    cdef void _update_callback_hooks(self) noexcept:
+        # Under _stall_lock: set_debug() and _stall_swap() may race.
+        xt_store_int(&self._callback_hooks,
+                     xt_load_int(&self._debug) or self._stall is not None)
+
     cdef int _run_ready(self, Handle handle) except -1:
         """Run one handle in debug mode: track it and time it."""
         cdef double t0, dt
@@ -789,7 +804,7 @@ cdef class LoopCore:
         xt_lock(&self._stall_lock)
         old = self._stall
         self._stall = watch
-        tm_stall_arm(&self._tm, watch is not None)
+        self._update_callback_hooks()
         xt_unlock(&self._stall_lock)
         return old
 

@@ -254,6 +254,23 @@ def test_handler_runs_on_the_loop_thread(mloop):
     assert where == [threading.get_ident()]
 
 
+@needs_telemetry
+def test_armed_from_the_next_callback_on(mloop):
+    # Arming inside a callback watches the callbacks after it, not the one
+    # running (the loop decided how to run it before it was armed).
+    reports = []
+
+    def arm_then_block():
+        mloop.set_stall_handler(reports.append, 0.05)
+        time.sleep(0.12)
+        mloop.call_soon(time.sleep, 0.12)
+
+    mloop.call_soon(arm_then_block)
+    mloop.run_until_complete(asyncio.sleep(0.2))
+    assert len(reports) == 1
+    assert "sleep(0.12)" in reports[0].callback
+
+
 # ----------------------------------------------------------------------
 # The watchdog thread's life
 
@@ -305,6 +322,7 @@ def test_set_from_another_thread_while_running(mloop):
         t.start()
         while not armed.is_set():
             await asyncio.sleep(0.001)
+        await asyncio.sleep(0)   # a callback begun after arming
         time.sleep(0.15)
         await asyncio.sleep(0.01)
         disarm.set()
@@ -359,6 +377,7 @@ def test_with_minloop_run():
 
     async def main():
         asyncio.get_running_loop().set_stall_handler(reports.append, 0.05)
+        await asyncio.sleep(0)   # armed from the next callback on
         await endpoint()
         await asyncio.sleep(0.01)
 
