@@ -719,9 +719,7 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
-                    if not xt_load_int(&self._callback_hooks):
-                        handle_run(handle)
-                    else:
+                    if xt_load_int(&self._callback_hooks):
                         # Debug mode, or the stall watchdog armed.
                         if xt_load_int(&self._debug):
                             self._run_ready(handle)
@@ -730,6 +728,8 @@ cdef class LoopCore:
                         # Named by the stall watchdog: report it (stall.pyx).
                         if tm_stalled(&self._tm):
                             self._stall_ended(handle)
+                    else:
+                        handle_run(handle)
             finally:
                 self._release_ran(handle)
         # Those that ran an iteration ago have had a full iteration for

@@ -268,7 +268,7 @@ def test_armed_from_the_next_callback_on(mloop):
     mloop.call_soon(arm_then_block)
     mloop.run_until_complete(asyncio.sleep(0.2))
     assert len(reports) == 1
-    assert "sleep(0.12)" in reports[0].callback
+    assert "sleep" in reports[0].callback
 
 
 # ----------------------------------------------------------------------
@@ -405,6 +405,7 @@ def test_with_asyncio_run_loop_factory():
 
 @needs_telemetry
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork()")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_forked_child_has_no_handler(mloop):
     # The watchdog thread does not follow fork(): the child's loop is
     # disarmed and may arm its own.
