@@ -37,6 +37,8 @@ cdef object _FrameSummary = traceback.FrameSummary
 
 # A sampled stack keeps at most this many frames, the innermost ones.
 cdef Py_ssize_t MAX_FRAMES = 64
+# Longer thresholds watch as a year's would.
+cdef double MAX_THRESHOLD = 365 * 86400.0
 # Collections remembered for gc_time (a stall overlapping more is rare).
 cdef Py_ssize_t GC_SPANS = 64
 
@@ -106,7 +108,9 @@ cdef class StallWatch:
     cdef object _gc_hook
 
     def __cinit__(self, LoopCore loop, handler, double threshold):
-        cdef int rc = stall_init(&self._w, &loop._tm, <int64_t>(threshold * 1e9))
+        # In ns, a year at most (int64 holds 292 of them).
+        cdef int rc = stall_init(&self._w, &loop._tm,
+                                 <int64_t>(min(threshold, MAX_THRESHOLD) * 1e9))
         if rc < 0:
             raise OSError(-rc, os.strerror(-rc))
         self._made = True

@@ -343,6 +343,16 @@ def test_threshold_must_be_positive(mloop, threshold):
 
 
 @needs_telemetry
+def test_huge_threshold_is_fine(mloop):
+    reports = []
+    mloop.set_stall_handler(reports.append, 1e300)
+    mloop.call_soon(time.sleep, 0.05)
+    mloop.run_until_complete(asyncio.sleep(0))
+    assert reports == []
+    assert len(watchdogs()) == 1
+
+
+@needs_telemetry
 @pytest.mark.parametrize("threshold", ["1", None, True, 1j])
 def test_threshold_must_be_a_number(mloop, threshold):
     with pytest.raises(TypeError, match="threshold should be a positive number"):
