@@ -12,6 +12,8 @@ import logging
 import math
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -304,6 +306,22 @@ def test_closing_the_loop_stops_the_watchdog():
     with pytest.raises(RuntimeError, match="Event loop is closed"):
         loop.set_stall_handler(print, 0.05)
     loop.set_stall_handler(None)
+
+
+@needs_telemetry
+def test_an_armed_loop_does_not_keep_the_process_alive():
+    # Neither left armed and unclosed, nor in the middle of a stall.
+    code = (
+        "import asyncio, time, minloop\n"
+        "loop = minloop.new_event_loop()\n"
+        "loop.set_stall_handler(print, 0.01)\n"
+        "loop.call_soon(time.sleep, 0.05)\n"
+        "loop.run_until_complete(asyncio.sleep(0))\n"
+        "print('end')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith("end\n")
 
 
 @needs_telemetry
