@@ -13,6 +13,12 @@ files alone (the telemetry lives there; the interpreter's share moves by a
 few tens of instructions from run to run).  Wall-clock time on a shared
 machine says little about a change of a few instructions; these counts do.
 
+With --arm-stall, both sides run ON_BUILD's tree (pass the same tree
+twice, or two trees) and the second arms loop.set_stall_handler() with a
+1 s threshold: what the armed stall detector costs per callback.  The
+watchdog thread's own wake-ups (every 20 ms, whatever the work) are in
+the totals too; they scale with run time, not with the row's size.
+
 `run WORKLOAD N` (used by the above) runs one workload once on minloop.
 """
 
@@ -36,12 +42,20 @@ def run_one(workload, n):
     from minloop.bench import workloads
     import minloop
     print(f"minloop from {os.path.dirname(minloop.__file__)}", file=sys.stderr)
-    workloads.measure(workloads.WORKLOADS[workload], minloop.new_event_loop, n)
+    factory = minloop.new_event_loop
+    if os.environ.get("MINLOOP_BENCH_ARM_STALL"):
+        def factory():
+            loop = minloop.new_event_loop()
+            loop.set_stall_handler(print, 1.0)
+            return loop
+    workloads.measure(workloads.WORKLOADS[workload], factory, n)
 
 
-def callgrind(build, workload, n, outdir):
-    out = os.path.join(outdir, f"cg.{os.path.basename(build)}.{workload}.{n}")
+def callgrind(build, workload, n, outdir, arm_stall=False):
+    out = os.path.join(outdir, f"cg.{os.path.basename(build)}.{workload}.{n}.{int(arm_stall)}")
     env = dict(os.environ, PYTHONPATH=build, PYTHONHASHSEED="0")
+    if arm_stall:
+        env["MINLOOP_BENCH_ARM_STALL"] = "1"
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                     sys.executable, os.path.abspath(__file__), "run", workload, str(n)],
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -63,15 +77,16 @@ def callgrind(build, workload, n, outdir):
     return total, ours
 
 
-def compare(off, on, rows):
+def compare(off, on, rows, arm_stall=False):
     with tempfile.TemporaryDirectory() as outdir:
         print(f"{'row':20} {'build':5} {'all/op':>9} {'minloop/op':>11}")
         for row in rows:
             small, large = SIZES[row]
             per = {}
             for name, build in (("off", off), ("on", on)):
-                a = callgrind(build, row, small, outdir)
-                b = callgrind(build, row, large, outdir)
+                arm = arm_stall and name == "on"
+                a = callgrind(build, row, small, outdir, arm)
+                b = callgrind(build, row, large, outdir, arm)
                 per[name] = [(y - x) / (large - small) for x, y in zip(a, b)]
                 print(f"{row:20} {name:5} {per[name][0]:9.1f} {per[name][1]:11.1f}", flush=True)
             d_all = per["on"][0] - per["off"][0]
@@ -88,8 +103,11 @@ def main():
     parser.add_argument("off", help="a tree built with MINLOOP_NO_TELEMETRY=1")
     parser.add_argument("on", help="a tree built with telemetry")
     parser.add_argument("--rows", default=",".join(SIZES))
+    parser.add_argument("--arm-stall", action="store_true",
+                        help="arm the stall detector on the second side")
     args = parser.parse_args()
-    compare(os.path.abspath(args.off), os.path.abspath(args.on), args.rows.split(","))
+    compare(os.path.abspath(args.off), os.path.abspath(args.on), args.rows.split(","),
+            args.arm_stall)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from .pipes import ReadPipeTransport as _ReadPipeTransport
 from .pipes import WritePipeTransport as _WritePipeTransport
 from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
+from .stall import set_stall_handler as _set_stall_handler
 
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
@@ -430,6 +431,21 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     # call_exception_handler: compiled (LoopCore), asyncio's counted.
 
     # Debug flag management: compiled (LoopCore).
+
+    # ------------------------------------------------------------------
+    # Beyond asyncio: telemetry (stats, utilization, lag, iteration_time)
+    # is compiled (LoopCore); the stall watchdog is stall.pyx's.
+
+    def set_stall_handler(self, handler, threshold=0.1):
+        """Call handler(report) on the loop's thread after any callback that
+        kept the loop from running for `threshold` seconds or more (a
+        minloop.stall.StallReport: duration, callback, stack, gc_time).
+
+        A watchdog thread, waiting without the GIL, notices the stall while
+        it lasts and samples the loop thread's stack then.  None disarms it
+        (off by default; the thread ends).  Any thread may call this.
+        """
+        _set_stall_handler(self, handler, threshold)
 
 
 def new_event_loop() -> Loop:

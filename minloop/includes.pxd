@@ -157,12 +157,28 @@ cdef extern from "telemetry.h" nogil:
     void tm_sleep_end(tm_loop *t, double now)
     void tm_read_counters(const tm_loop *t, tm_counters *out)
     void tm_read_clock(const tm_loop *t, double now, int64_t *elapsed, int64_t *idle)
+    bint tm_stalled(const tm_loop *t)
+    uint64_t tm_callbacks(const tm_loop *t)
     tm_histogram *tm_lag(tm_loop *t)
     tm_histogram *tm_busy(tm_loop *t)
     void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
     void tm_hist_reset(tm_histogram *h)
     uint64_t tm_bucket_bound(unsigned i)
     unsigned tm_bucket(double ns)
+
+
+# The stall watchdog (src/stall.h): run by stall.pyx's thread.
+cdef extern from "stall.h" nogil:
+    ctypedef struct stall_watch:
+        int64_t period_ns
+    int64_t stall_now_ns()
+    int stall_init(stall_watch *w, tm_loop *tm, int64_t threshold_ns)
+    void stall_destroy(stall_watch *w)
+    void stall_after_fork(stall_watch *w)
+    int stall_wait(stall_watch *w, uint64_t *callback)
+    void stall_stop(stall_watch *w)
+    bint stall_end(stall_watch *w, uint64_t cb, int64_t *since)
+    bint stall_still_in(stall_watch *w, uint64_t cb)
 
 
 cdef extern from "build_info.h":
@@ -232,6 +248,7 @@ cdef extern from "py_compat.h":
     bint MINLOOP_FEEDS_STREAM_READERS
     bint MINLOOP_READS_INSTANCE_DICT
     bint MINLOOP_LAZY_INSTANCE_DICT
+    bint MINLOOP_SAMPLES_STACKS
     int compat_calls_class_function(object obj, object name, object func) except -1
     # References to objects another thread may be deallocating (the fd
     # table's owners).

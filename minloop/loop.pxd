@@ -32,6 +32,16 @@ cdef class LoopCore:
         # loop.stats(), utilization(), lag, iteration_time.  Also the
         # skipped polls (they pace the signal checks) and the fd events.
         tm_loop _tm
+        # The armed stall watchdog (stall.pyx's StallWatch) or None; its
+        # flag for the loop is in _tm (tm_stalled).  Swapped under
+        # _stall_lock (nothing with the GIL), read under it when a flag
+        # is seen.
+        object _stall
+        xt_mutex _stall_lock
+        # _debug or _stall armed: what each callback must do besides run
+        # (_run_iteration), tested as one word so that neither costs an
+        # instruction per callback while off.
+        bint _callback_hooks
         # Set in a forked child: the poller and the wake-up fd are still
         # the parent's, to be replaced before the child uses them.
         bint _forked
@@ -88,6 +98,9 @@ cdef class LoopCore:
     cdef int _run_iteration(self) except -1
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1
     cdef int _run_ready(self, Handle handle) except -1
+    cdef void _update_callback_hooks(self) noexcept
+    cdef object _stall_swap(self, object watch)
+    cdef int _stall_ended(self, Handle handle) except -1
     cdef void _release_ran(self, Handle handle) noexcept
     cdef void _drop_released(self, ready_ring *ring) noexcept
     cdef _call_at(self, double when, object callback, tuple args,

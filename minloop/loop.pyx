@@ -163,6 +163,7 @@ cdef class LoopCore:
                                           + Py_TYPE(self).tp_dictoffset)
             Py_CLEAR(instance_dict[0])
         xt_init(&self._owners_lock)
+        xt_init(&self._stall_lock)
         tm_init(&self._tm)
         ring_init(&self._ready)
         ring_init(&self._released[0])
@@ -300,6 +301,9 @@ cdef class LoopCore:
     def set_debug(self, enabled):
         cdef bint debug = bool(enabled)
         xt_store_int(&self._debug, debug)
+        xt_lock(&self._stall_lock)
+        self._update_callback_hooks()
+        xt_unlock(&self._stall_lock)
         if xt_load_int(&self._running):
             self.call_soon_threadsafe(self._set_coroutine_origin_tracking,
                                       debug)
@@ -315,6 +319,9 @@ cdef class LoopCore:
     @_debug.setter
     def _debug(self, value):
         xt_store_int(&self._debug, bool(value))
+        xt_lock(&self._stall_lock)
+        self._update_callback_hooks()
+        xt_unlock(&self._stall_lock)
 
     @property
     def _stopping(self):
@@ -723,8 +730,15 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
-                    if xt_load_int(&self._debug):
-                        self._run_ready(handle)
+                    if xt_load_int(&self._callback_hooks):
+                        # Debug mode, or the stall watchdog armed.
+                        if xt_load_int(&self._debug):
+                            self._run_ready(handle)
+                        else:
+                            handle_run(handle)
+                        # Named by the stall watchdog: report it (stall.pyx).
+                        if tm_stalled(&self._tm):
+                            self._stall_ended(handle)
                     else:
                         handle_run(handle)
             finally:
@@ -774,6 +788,11 @@ cdef class LoopCore:
             handle_dequeued(<Handle>item)   # tracked again only if held
             Py_DECREF(<object>item)
 
+    cdef void _update_callback_hooks(self) noexcept:
+        # Under _stall_lock: set_debug() and _stall_swap() may race.
+        xt_store_int(&self._callback_hooks,
+                     xt_load_int(&self._debug) or self._stall is not None)
+
     cdef int _run_ready(self, Handle handle) except -1:
         """Run one handle in debug mode: track it and time it."""
         cdef double t0, dt
@@ -787,6 +806,26 @@ cdef class LoopCore:
                                 _format_handle(handle), dt)
         finally:
             self._current_handle = None
+        return 0
+
+    # The stall watchdog's hooks (stall.pyx arms it; src/stall.h).
+
+    cdef object _stall_swap(self, object watch):
+        """Arm `watch` (None: disarm); return the watch it replaces."""
+        xt_lock(&self._stall_lock)
+        old = self._stall
+        self._stall = watch
+        self._update_callback_hooks()
+        xt_unlock(&self._stall_lock)
+        return old
+
+    cdef int _stall_ended(self, Handle handle) except -1:
+        """The callback the watchdog flagged has returned."""
+        xt_lock(&self._stall_lock)
+        watch = self._stall
+        xt_unlock(&self._stall_lock)
+        if watch is not None:
+            watch._callback_ended(handle)
         return 0
 
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
@@ -1176,6 +1215,10 @@ cdef class LoopCore:
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
         xt_store_int(&self._closed, True)
+        # A closed loop has no stall watchdog (its thread is joined).
+        watch = self._stall_swap(None)
+        if watch is not None:
+            watch.stop()
         # Other threads may still be pushing: from here on the ring refuses
         # them (RuntimeError('Event loop is closed')), and once ring_close()
         # returns no thread is about to write to the wake-up fd, which is

@@ -133,6 +133,16 @@ compat_calls_class_function(PyObject *obj, PyObject *name, PyObject *func)
 #define MINLOOP_FEEDS_STREAM_READERS 1
 #endif
 
+/* The stall watchdog samples the loop thread's frames from its own thread
+ * (stall.pyx).  With the GIL the loop's thread is parked meanwhile, at the
+ * call that blocks or at a bytecode boundary; without it those frames run
+ * on (and are popped) while they are read: no sample there. */
+#ifdef Py_GIL_DISABLED
+#define MINLOOP_SAMPLES_STACKS 0
+#else
+#define MINLOOP_SAMPLES_STACKS 1
+#endif
+
 /* A new reference to an object that another thread may be deallocating
  * (the fd table's borrowed transport pointers: docs/threading.md, item 15):
  * 1, or 0 if its count has already reached zero.  With the GIL no count

@@ -229,6 +229,10 @@ typedef struct {
     int64_t woke;                 /* the last sleep ended (loop's thread only) */
     tm_histogram lag;             /* timers: now - when, as they fire */
     tm_histogram busy;            /* from a poll's return to the next poll */
+    /* The stall watchdog (src/stall.h): the `callbacks` count of the
+     * callback it found stalled, which an armed loop looks for as each
+     * callback returns (tm_stalled). */
+    uint64_t stall_flag;
 #endif
 } tm_loop;
 
@@ -350,9 +354,22 @@ static inline void tm_sleep_end(tm_loop *t, double now)
     t->woke = ns;
 }
 
+/* The stall watchdog's word (src/stall.h).  As each callback returns, an
+ * armed loop asks whether the watchdog named it (two loads; a loop with no
+ * handler does not ask: loop.pyx's _callback_hooks).  The callback's
+ * number is `callbacks`, bumped as it started. */
+static inline int tm_stalled(const tm_loop *t)
+{
+    return TM_LOAD(t->stall_flag) == TM_LOAD(t->callbacks);
+}
+
+static inline uint64_t tm_callbacks(const tm_loop *t) { return TM_LOAD(t->callbacks); }
+
 #else  /* MINLOOP_TELEMETRY */
 
 /* Compiled out: nothing is counted, no clock is read for it. */
+static inline int tm_stalled(const tm_loop *t) { (void)t; return 0; }
+static inline uint64_t tm_callbacks(const tm_loop *t) { (void)t; return 0; }
 static inline void tm_callback(tm_loop *t) { (void)t; }
 static inline void tm_batch(tm_loop *t, size_t ready) { (void)t; (void)ready; }
 static inline void tm_poll_immediate(tm_loop *t) { (void)t; }
