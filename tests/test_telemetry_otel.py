@@ -26,7 +26,9 @@ def telemetry_built():
 
 
 def metrics_of(data):
-    """{name: Metric} of a collection."""
+    """{name: Metric} of a collection (None: nothing to report)."""
+    if data is None:
+        return {}
     return {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics
             for m in sm.metrics}
 
@@ -189,6 +191,29 @@ def test_reset_starts_a_new_series():
         assert second.count == 0
         # A cumulative series that went down is a new series: a later start.
         assert second.start_time_unix_nano > first.start_time_unix_nano
+    finally:
+        loop.close()
+        provider.shutdown()
+
+
+def test_readers_given_and_close():
+    if not telemetry_built():
+        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
+    from minloop.telemetry.opentelemetry import MinloopMetrics
+    provider = MeterProvider(shutdown_on_exit=False)
+    reader = InMemoryMetricReader()
+    provider.add_metric_reader(reader)   # not among the provider's own readers
+    loop = import_minloop().new_event_loop()
+    try:
+        exported = MinloopMetrics(loop, provider, readers=[reader])
+        got = metrics_of(reader.get_metrics_data())
+        assert (("minloop.eventloop.delay" in got)
+                and ("minloop.eventloop.iteration_time" in got))
+        exported.close()
+        got = metrics_of(reader.get_metrics_data())
+        assert "minloop.eventloop.delay" not in got
+        assert not got.get("minloop.eventloop.callbacks") or not points(
+            got["minloop.eventloop.callbacks"])
     finally:
         loop.close()
         provider.shutdown()

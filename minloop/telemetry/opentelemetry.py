@@ -107,7 +107,8 @@ class MinloopMetrics:
     one, which must then be an SDK MeterProvider).  Several loops on one
     provider share its instruments, told apart by their `attributes`.
     The histograms go to `readers` (default: every reader the provider was
-    made with).  close() stops exporting this loop.
+    made with; one added later with add_metric_reader() needs readers=).
+    close() stops exporting this loop.
     """
 
     def __init__(self, loop, meter_provider=None, *, attributes=None, readers=None):
@@ -126,8 +127,12 @@ class MinloopMetrics:
                 f"{type(meter_provider).__module__}.{type(meter_provider).__qualname__}")
         if readers is None:
             # The readers the provider was made with (MeterProvider keeps
-            # them here; there is no public accessor).
+            # them here, in its configuration before 1.2x; there is no
+            # public accessor).
             readers = getattr(meter_provider, "_metric_readers", None)
+            if readers is None:
+                readers = getattr(getattr(meter_provider, "_sdk_config", None),
+                                  "metric_readers", None)
             if readers is None:
                 raise TypeError("this opentelemetry-sdk's MeterProvider does not say "
                                 "which readers it has: pass readers=")
