@@ -923,6 +923,24 @@ def test_loops_takes_module_factory_and_labels(monkeypatch):
     assert {'zuvloop', 'rsloop', 'talyn'} <= set(loops.NAMES)
 
 
+def test_a_loop_from_another_tree_runs_its_children_there(monkeypatch, tmp_path):
+    # label=module:factory@DIR: the loop's children import from DIR (a
+    # source tree built in place), not from this package's root.
+    monkeypatch.delenv(loops.ENV, raising=False)
+    assert loops.parse(f'other=minloop:new_event_loop@{tmp_path}') == 'other'
+    assert loops.spec_of('other') == 'minloop:new_event_loop'
+    assert loops.root_of('other') == str(tmp_path)
+    assert loops.root_of('minloop') is None and loops.root_of('asyncio') is None
+    argv = procs.module_command('minloop.bench.child', 'x', root=loops.root_of('other'))
+    assert argv[3] == str(tmp_path)
+    for bad in (f'minloop:new_event_loop@{tmp_path}',          # no label
+                f'minloop=minloop:new_event_loop@{tmp_path}',  # a known name
+                f'x=minloop:new_event_loop@{tmp_path / "none"}',
+                'x=minloop:new_event_loop@', 'x=minloop:new_event_loop@a,b'):
+        with pytest.raises(ValueError):
+            loops.parse(bad)
+
+
 def test_a_loop_not_installed_is_skipped_with_one_line_saying_why(monkeypatch):
     monkeypatch.setitem(loops.KNOWN, 'nosuchloop',
                         loops.Known('nosuchloop_pkg:new_event_loop', 'nosuchloop-dist',

@@ -4,6 +4,10 @@ A loop is named by one of the known names below (``uvloop``, ``talyn`` ...)
 or given as ``module:factory`` (or ``label=module:factory``, to name its
 column), where ``factory`` is a zero-argument callable in ``module`` that
 makes a new loop: a function such as ``new_event_loop`` or a class.
+``label=module:factory@DIR`` runs that loop's children with DIR, a source
+tree built in place, in place of this package's root: two builds of minloop
+side by side (benchmarks/telemetry_overhead.py compares a build without
+telemetry with one with it).
 
 A loop that cannot be imported (or whose factory fails) is *unavailable*, with a
 reason, rather than an error: the benchmarks skip it and say why.  The imports
@@ -73,8 +77,9 @@ def _registered() -> dict[str, str]:
 
 
 def register(label: str, spec: str) -> None:
-    """Make label name the loop spec ("module:factory") here and in every
-    child process started from now on."""
+    """Make label name the loop spec ("module:factory", or
+    "module:factory@DIR") here and in every child process started from now
+    on."""
     found = _registered()
     found[label] = spec
     os.environ[ENV] = ",".join(f"{k}={v}" for k, v in found.items())
@@ -87,9 +92,19 @@ def parse(text: str) -> str:
     text = text.strip()
     if text in KNOWN or text in _registered():
         return text
-    label, sep, spec = text.rpartition("=")
+    label, sep, spec = text.partition("=")
     if not sep:
-        label = spec
+        label, spec = text, text
+    spec, at, root = spec.partition("@")
+    if at:
+        if not sep:
+            raise ValueError(f"{text!r}: a loop from another tree needs a label: "
+                             f"label=module:factory@DIR")
+        if not root or any(c in root for c in ",=@"):
+            raise ValueError(f"{text!r}: DIR after @ is a directory without , = or @")
+        root = os.path.abspath(root)
+        if not os.path.isdir(root):
+            raise ValueError(f"{text!r}: no such directory: {root}")
     if ":" not in spec:
         raise ValueError(f"unknown loop {text!r}: not one of {', '.join(NAMES)}, nor "
                          f"module:factory or label=module:factory")
@@ -101,8 +116,11 @@ def parse(text: str) -> str:
     if label in KNOWN and KNOWN[label].factory != spec:
         raise ValueError(f"{text!r}: {label} is a known loop's name; give this one "
                          f"another label")
+    if at and label in KNOWN:
+        raise ValueError(f"{text!r}: {label} is a known loop's name; give this one "
+                         f"another label")
     if label not in KNOWN:
-        register(label, spec)
+        register(label, spec + (f"@{root}" if at else ""))
     return label
 
 
@@ -118,7 +136,15 @@ def spec_of(name: str) -> str:
     found = _registered().get(name)
     if found is None:
         raise ValueError(f"unknown loop {name!r}; known: {', '.join(NAMES)}")
-    return found
+    return found.partition("@")[0]
+
+
+def root_of(name: str) -> str | None:
+    """The source tree a loop's children import from (given as
+    label=module:factory@DIR), or None: this package's own."""
+    if name in KNOWN:
+        return None
+    return _registered().get(name, "").partition("@")[2] or None
 
 
 def answer_of(measure: Callable[[], dict], missing: str) -> dict:
@@ -168,6 +194,10 @@ def version(name: str) -> str:
 
         return "stdlib " + platform.python_version()
     module_name = spec_of(name).partition(":")[0]
+    if root_of(name):
+        # This process's metadata describes its own install, not that tree.
+        module = importlib.import_module(module_name)
+        return f"{getattr(module, '__version__', 'unknown')} from {root_of(name)}"
     dist = KNOWN[name].dist if name in KNOWN else module_name.split(".")[0]
     try:
         return importlib.metadata.version(dist)

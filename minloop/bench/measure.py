@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from . import client as client_module
-from . import procs, sendfile, tls
+from . import loops, procs, sendfile, tls
 from .options import Settings
 from .rows import KiB, MB, Row, core_size, other_size
 
@@ -45,7 +45,8 @@ def measure_other(row: Row, loop: str, settings: Settings) -> dict:
     if row.kind == "spawn":
         # Not pinned: the spawned processes would inherit the CPU and queue
         # behind the loop that waits for them.
-        argv = procs.module_command("minloop.bench.spawn", loop, str(amount))
+        argv = procs.module_command("minloop.bench.spawn", loop, str(amount),
+                                    root=loops.root_of(loop))
         if row.at_once:
             argv += ["--concurrency", str(row.at_once)]
         if row.mode == "pipes":
@@ -53,7 +54,7 @@ def measure_other(row: Row, loop: str, settings: Settings) -> dict:
     elif row.kind == "ospipe":
         argv = procs.module_command("minloop.bench.pipes", loop, f"{amount / MB:g}",
                                     "--chunk-kb", str(row.chunk // KiB),
-                                    *pin.args(pin.server))
+                                    *pin.args(pin.server), root=loops.root_of(loop))
     else:
         raise ValueError(f"unknown kind {row.kind!r} of row {row.id}")
     answer = procs.run_json(argv, settings.timeout)
@@ -71,7 +72,8 @@ def measure_core(row: Row, loop: str, settings: Settings) -> dict:
     pinned = row.group == "scale" and settings.pin.server is not None
     cpu = [str(settings.pin.server)] if pinned else []
     answer = procs.run_json(procs.module_command(
-        "minloop.bench.child", row.workload, loop, str(n), *cpu), settings.timeout)
+        "minloop.bench.child", row.workload, loop, str(n), *cpu, root=loops.root_of(loop)),
+        settings.timeout)
     if "error" in answer:
         return answer
     problem = answer.pop("problem")
@@ -105,7 +107,8 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
         try:
             server = procs.ServerProcess(procs.module_command(
                 "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
-                "--size", str(row.size), *where, *pin.args(pin.server)))
+                "--size", str(row.size), *where, *pin.args(pin.server),
+                root=loops.root_of(loop)))
         except procs.ServerProcess.Unsupported as exc:
             return {"na": str(exc)}
         except procs.ServerProcess.Failed as exc:
@@ -169,7 +172,7 @@ def measure_idle(row: Row, loop: str, settings: Settings) -> dict:
     try:
         server = procs.ServerProcess(procs.module_command(
             "minloop.bench.servers", "--loop", loop, "--kind", "protocol", "--count",
-            *pin.args(pin.server)))
+            *pin.args(pin.server), root=loops.root_of(loop)))
     except procs.ServerProcess.Unsupported as exc:
         return {"na": str(exc)}
     except procs.ServerProcess.Failed as exc:

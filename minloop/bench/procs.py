@@ -30,9 +30,10 @@ _BOOT = ("import runpy, sys; root = sys.argv.pop(1); "
          "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
 
 
-def module_command(module: str, *args: str) -> list[str]:
-    """argv running ``python -m module args...`` with this package's minloop."""
-    return [sys.executable, "-c", _BOOT, _ROOT, module, *args]
+def module_command(module: str, *args: str, root: str | None = None) -> list[str]:
+    """argv running ``python -m module args...`` with this package's minloop,
+    or with the one in root (a source tree built in place: loops.root_of)."""
+    return [sys.executable, "-c", _BOOT, root or _ROOT, module, *args]
 
 
 def run_json(argv: list[str], timeout: float) -> dict:
@@ -75,9 +76,12 @@ def communicate_json(proc: subprocess.Popen, stdin: str | None, timeout: float) 
 def probe_loops(names: list[str], timeout: float = 120.0) -> dict[str, dict]:
     """{name: {"available": True, "version": ...} | {"available": False, "reason": ...}},
     each asked in a fresh interpreter (a loop that crashes on import crashes that one)."""
+    from .loops import root_of
+
     found = {}
     for name in names:
-        answer = run_json(module_command("minloop.bench.child", "--probe", name), timeout)
+        answer = run_json(module_command("minloop.bench.child", "--probe", name,
+                                         root=root_of(name)), timeout)
         if "error" in answer:
             answer = {"available": False, "reason": answer["error"]}
         found[name] = answer

@@ -185,7 +185,7 @@ def measure(loop_name: str, size: int, pin: procs.Pinning, where: str | None = N
     try:
         answer = procs.run_json(procs.module_command(
             "minloop.bench.sendfile", "--send", loop_name, str(recv.address["port"]), path,
-            warmup, *pin.args(pin.server)), 120)
+            warmup, *pin.args(pin.server), root=loops.root_of(loop_name)), 120)
     finally:
         try:
             stop_receiver(recv.address["port"])

@@ -364,7 +364,7 @@ def measure(loop_name: str, size: int, conns: int, duration: float, warmup: floa
     try:
         server = procs.ServerProcess(procs.module_command(
             "minloop.bench.tls", "--serve", loop_name, "--certs", certs,
-            *pin.args(pin.server)))
+            *pin.args(pin.server), root=loops.root_of(loop_name)))
     except procs.ServerProcess.Unsupported as exc:
         return {"na": str(exc)}
     except procs.ServerProcess.Failed as exc:
