@@ -122,8 +122,9 @@ class Command:
         add("--list", action="store_true", help="list the rows (those --only picks) and exit")
         add("--loops", default=",".join(loops.NAMES),
             help="comma-separated loops, in run order: known names, module:factory or "
-                 "label=module:factory (default: %(default)s; those not installed are "
-                 "skipped, each with a line saying why)")
+                 "label=module:factory, and label=module:factory@DIR for a build in the "
+                 "source tree DIR (another build of minloop beside this one) (default: "
+                 "%(default)s; those not installed are skipped, each with a line saying why)")
         add("--require", default="", metavar="LOOPS",
             help="comma-separated loops that must be available (exit 2 if not)")
         add("--rounds", type=int, metavar="N",
