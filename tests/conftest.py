@@ -55,6 +55,26 @@ def import_minloop():
     return minloop
 
 
+def run_lagging(loop, read_during):
+    """Run `loop` through a 50 ms block with 21 timers falling due in it, then
+    call read_during() in an executor thread while the loop waits in its
+    poller (an exporter read from another thread), and return its result."""
+    import time
+
+    def block():
+        loop.call_later(0.001, lambda: None)   # due during the block
+        time.sleep(0.05)
+
+    async def main():
+        loop.call_soon(block)
+        for _ in range(20):
+            loop.call_later(0.001, lambda: None)
+        await asyncio.sleep(0.08)
+        return await loop.run_in_executor(None, read_during)
+
+    return loop.run_until_complete(main())
+
+
 def open_fds():
     """The set of this process's open file descriptors, with their targets."""
     fds = {}

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import import_minloop
+from conftest import import_minloop, run_lagging
 
 pytest.importorskip("opentelemetry.sdk.metrics",
                     reason="opentelemetry-sdk not installed (the test extra has it)")
@@ -104,19 +104,8 @@ def test_a_lagging_loop_as_a_reader_sees_it():
     try:
         MinloopMetrics(loop, provider, attributes={"loop": "main"})
 
-        def block():
-            loop.call_later(0.001, lambda: None)   # due during the block
-            time.sleep(0.05)
-
-        async def main():
-            loop.call_soon(block)
-            for _ in range(20):
-                loop.call_later(0.001, lambda: None)
-            await asyncio.sleep(0.08)
-            # Collected from another thread while the loop runs.
-            return await loop.run_in_executor(None, reader.get_metrics_data)
-
-        during = metrics_of(loop.run_until_complete(main()))
+        # Collected from another thread while the loop runs.
+        during = metrics_of(run_lagging(loop, reader.get_metrics_data))
         loop.run_until_complete(asyncio.sleep(0.01))
         after = metrics_of(reader.get_metrics_data())
         stats, lag = loop.stats(), loop.lag.snapshot()

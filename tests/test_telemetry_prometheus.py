@@ -10,12 +10,11 @@ minloop; on asyncio's loop the collector must refuse clearly.
 import asyncio
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from conftest import import_minloop
+from conftest import import_minloop, run_lagging
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -85,20 +84,9 @@ def test_scrape_of_a_lagging_loop(server):
     try:
         MinloopCollector(loop, registry, labels={"loop": "main"})
 
-        def block():
-            loop.call_later(0.001, lambda: None)   # due during the block
-            time.sleep(0.05)
-
-        async def main():
-            loop.call_soon(block)
-            for _ in range(20):
-                loop.call_later(0.001, lambda: None)
-            await asyncio.sleep(0.08)
-            # Scraped from prometheus_client's thread while the loop runs
-            # (and sleeps in the poller, waiting for this executor job).
-            return await loop.run_in_executor(None, scrape, port)
-
-        during = loop.run_until_complete(main())
+        # Scraped from another thread while the loop runs (and sleeps in
+        # the poller, waiting for this executor job).
+        during = run_lagging(loop, lambda: scrape(port))
         loop.run_until_complete(asyncio.sleep(0.01))
         after = scrape(port)
         stats, lag = loop.stats(), loop.lag.snapshot()
