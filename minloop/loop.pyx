@@ -156,6 +156,7 @@ cdef class LoopCore:
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
+        ring_init(&self._flushes)
         heap_init(&self._timers)
         self._poller.fd = -1
         self._wakeup.read_fd = -1
@@ -217,9 +218,11 @@ cdef class LoopCore:
         self._clear_ready()
         self._clear_timers()
         self._clear_fd_table()
+        self._drop_flushes()
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
+        ring_free(&self._flushes)
         heap_free(&self._timers)
         fdt_free(&self._fd_table)
         self._release_poller()
@@ -593,6 +596,10 @@ cdef class LoopCore:
                 if xt_load_int(&self._stopping):
                     break
         finally:
+            # After an exception out of a callback: what it wrote before
+            # goes out, as it would have in asyncio.
+            if self._flush_first != NULL:
+                self._flush_writes()
             if MINLOOP_TELEMETRY:
                 tm_run_end(&self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
@@ -712,12 +719,18 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
+                    self._in_callback = True
                     if xt_load_int(&self._debug):
                         self._run_ready(handle)
                     else:
                         handle_run(handle)
             finally:
+                self._in_callback = False
                 self._release_ran(handle)
+            # What the callback wrote to each transport leaves now, in one
+            # writev per transport (stream.pyx, "Write coalescing").
+            if self._flush_first != NULL:
+                self._flush_writes()
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
         # timer): drop them, then this iteration's wait their turn.
@@ -777,6 +790,28 @@ cdef class LoopCore:
         finally:
             self._current_handle = None
         return 0
+
+    cdef int _flush_writes(self) except -1:
+        """Have every transport holding writes send them (schedule_flush).
+        One that raises leaves the rest noted, for the next callback's end
+        (or run_forever()'s, or close())."""
+        cdef PyObject *item
+        while self._flush_first != NULL:
+            item = self._flush_first
+            self._flush_first = <PyObject *>(ring_pop(&self._flushes)
+                                             if ring_len(&self._flushes) else NULL)
+            try:
+                self._flusher(<object>item)
+            finally:
+                Py_DECREF(<object>item)   # the list's reference
+        return 0
+
+    cdef void _drop_flushes(self) noexcept:
+        cdef PyObject *item
+        while self._flush_first != NULL:
+            item = self._flush_first
+            self._flush_first = <PyObject *>ring_pop(&self._flushes)
+            Py_DECREF(<object>item)
 
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
         """Wait for events (timeout_ns: 0 not at all, -1 for ever) and queue
@@ -1241,6 +1276,14 @@ cdef class LoopCore:
 
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
+        # Writes held back when the loop stopped on an exception: asyncio
+        # would have sent them already.  (What a failed send schedules is
+        # dropped below with the rest.)
+        try:
+            if self._flush_first != NULL:
+                self._flush_writes()
+        finally:
+            self._drop_flushes()
         xt_store_int(&self._closed, True)
         # Other threads may still be pushing: from here on the ring refuses
         # them (RuntimeError('Event loop is closed')), and once ring_close()
@@ -1257,6 +1300,7 @@ cdef class LoopCore:
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
+        ring_free(&self._flushes)
         self._release_poller()
         wakeup_close(&self._wakeup)
 
@@ -1350,6 +1394,7 @@ def _after_fork_in_child():
         ring_after_fork(&loop._ready)
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
+        ring_after_fork(&loop._flushes)
         xt_init(&loop._owners_lock)   # as the rings' locks
         if not loop._closed:
             loop._forked = True
