@@ -1385,6 +1385,17 @@ cdef bint _forget_owner(LoopCore core, object fd):
 _live_loops = weakref.WeakSet()
 
 
+def _before_fork():
+    # A callback that forks after writing: what it holds (stream.pyx, "Write
+    # coalescing") goes out now, from the parent alone, as asyncio's went
+    # out at write() -- else parent and child would both send it.
+    cdef LoopCore loop
+    for obj in list(_live_loops):
+        loop = <LoopCore>obj
+        if loop._flush_first != NULL and loop._in_callback:
+            loop._flush_writes()
+
+
 def _after_fork_in_child():
     cdef LoopCore loop
     for obj in list(_live_loops):
@@ -1395,13 +1406,15 @@ def _after_fork_in_child():
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
         ring_after_fork(&loop._flushes)
+        # Held writes of a fork from another thread are the parent's to send.
+        loop._drop_flushes()
         xt_init(&loop._owners_lock)   # as the rings' locks
         if not loop._closed:
             loop._forked = True
 
 
 if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 cdef bint _is_own_run_once(LoopCore loop, object run_once) except -1:

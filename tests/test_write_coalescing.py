@@ -11,10 +11,12 @@ of send calls differs, which the last tests count on a SOCK_SEQPACKET pair
 """
 
 import asyncio
+import os
 import select
 import socket
 import tempfile
 import threading
+import warnings
 
 import pytest
 
@@ -238,6 +240,28 @@ def test_bytes_written_before_data_received_fails_are_sent(loop):
     loop.run_until_complete(asyncio.sleep(0.05))
     assert proto.lost
     assert read_to_eof(peer) == b"answer"
+    finish(loop, tr, peer)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+def test_a_callback_that_forks_after_writing_sends_once(loop):
+    tr, proto, peer = accepted(loop)
+
+    def write_and_fork():
+        tr.write(b"once")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # threads
+            pid = os.fork()
+        if pid == 0:   # the child: whatever it would send, now
+            try:
+                tr.get_write_buffer_size()
+            finally:
+                os._exit(0)
+        return pid
+
+    pid = in_one_callback(loop, write_and_fork)
+    os.waitpid(pid, 0)
+    assert read_now(peer) == b"once"
     finish(loop, tr, peer)
 
 
