@@ -218,9 +218,12 @@ cdef enum:
 # callback's later writes queue behind it, and as the callback returns the
 # loop has each transport it wrote to send all of it in one writev
 # (_send_held).  Measured on CPython 3.14 (benchmarks/server_instructions.py
-# --measure strace): uvicorn's plain-text response, 3.14 syscalls per
-# request before, 2.1 after (zuvloop 2.07); eight pipelined requests to the
-# bench's httptools server, 1.14 before, 0.27 after (zuvloop 0.39).  Not to
+# --measure strace): uvicorn's plain-text response, 3.13 syscalls per
+# request before, 2.15 after (zuvloop 2.07); eight pipelined requests to
+# the bench's httptools server, 1.13 before, 0.26 after (zuvloop 0.39; it
+# holds four writes at most).  The price: ~100 instructions per write for
+# the holding (+2% for a one-write request, whose syscalls stay the same),
+# against a send() saved per extra write.  Not to
 # the end of the loop iteration, as zuvloop holds them: that would keep a
 # batch's data alive past the callback (and the responses of the first
 # connections of a busy iteration waiting for the last's), and the writes
