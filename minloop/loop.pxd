@@ -13,6 +13,22 @@ from .handles cimport Handle, TimerHandle
 ctypedef int (*write_flusher)(object transport) except -1
 
 
+# Write coalescing (stream.pyx): the transports holding the writes of the
+# running callback, to send each one's in one writev as it returns
+# (LoopCore._flush_writes): the first in `first`, any others in `rest`
+# after it (`first` is NULL only while `rest` is empty); each with a
+# reference.  `flusher`: the transports' function that sends them.
+# `in_callback`: a callback of _run_iteration() is running (on the loop's
+# thread), so its writes may wait for its end.  Only the loop's thread uses
+# them.  A struct, so that a transport reaches it by a pointer (no
+# reference counting of the loop on the write path).
+cdef struct write_flushes:
+    PyObject *first
+    ready_ring rest
+    write_flusher flusher
+    bint in_callback
+
+
 cdef class LoopCore:
     cdef:
         ready_ring _ready
@@ -56,18 +72,8 @@ cdef class LoopCore:
         # READ_SIZE bytes every transport of this loop reads into (NULL
         # until the first read; see lifecycle.read_buffer).
         char *_read_buffer
-        # Write coalescing (stream.pyx): the transports holding the writes
-        # of the running callback, to send each one's in one writev as it
-        # returns (_flush_writes): the first in _flush_first, any others in
-        # the ring after it (_flush_first is NULL only while the ring is
-        # empty); each with a reference.  _flusher: the transports' function
-        # that sends them.  _in_callback: a callback of _run_iteration() is
-        # running (on the loop's thread), so its writes may wait for its end.
-        # Only the loop's thread uses them.
-        PyObject *_flush_first
-        ready_ring _flushes
-        write_flusher _flusher
-        bint _in_callback
+        # The transports holding the running callback's writes (above).
+        write_flushes _flushes
 
         # _closed, _stopping, _running, _debug and _thread_ident are read or
         # written by other threads (call_soon_threadsafe, is_running, stop,
@@ -184,22 +190,22 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
 # Write coalescing (stream.pyx says why): the writes a callback makes to a
 # transport wait for the callback to return, and leave in one go.
 
-cdef inline bint writes_can_wait(LoopCore core) noexcept:
+cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
     """Writes made now may wait: a callback of the loop is running.  (Not
     while the loop is not running: nothing would send them, and a program
     writing between run_until_complete() calls may block reading the peer
     next.  Nor from another thread while the loop sleeps in the poller.)"""
-    return core._in_callback
+    return flushes.in_callback
 
 
-cdef inline bint schedule_flush(LoopCore core, object transport,
+cdef inline bint schedule_flush(write_flushes *flushes, object transport,
                                 write_flusher flusher) noexcept:
     """Have `flusher(transport)` called as the running callback returns;
     False if there is no memory to note it (then send now)."""
-    if core._flush_first == NULL:
-        core._flush_first = <PyObject *>transport
-    elif ring_push(&core._flushes, <void *>transport) < 0:
+    if flushes.first == NULL:
+        flushes.first = <PyObject *>transport
+    elif ring_push(&flushes.rest, <void *>transport) < 0:
         return False
     Py_INCREF(transport)
-    core._flusher = flusher
+    flushes.flusher = flusher
     return True

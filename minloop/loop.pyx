@@ -156,7 +156,7 @@ cdef class LoopCore:
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
-        ring_init(&self._flushes)
+        ring_init(&self._flushes.rest)
         heap_init(&self._timers)
         self._poller.fd = -1
         self._wakeup.read_fd = -1
@@ -222,7 +222,7 @@ cdef class LoopCore:
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
-        ring_free(&self._flushes)
+        ring_free(&self._flushes.rest)
         heap_free(&self._timers)
         fdt_free(&self._fd_table)
         self._release_poller()
@@ -598,7 +598,7 @@ cdef class LoopCore:
         finally:
             # After an exception out of a callback: what it wrote before
             # goes out, as it would have in asyncio.
-            if self._flush_first != NULL:
+            if self._flushes.first != NULL:
                 self._flush_writes()
             if MINLOOP_TELEMETRY:
                 tm_run_end(&self._tm, monotonic_now())
@@ -719,17 +719,17 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
-                    self._in_callback = True
+                    self._flushes.in_callback = True
                     if xt_load_int(&self._debug):
                         self._run_ready(handle)
                     else:
                         handle_run(handle)
             finally:
-                self._in_callback = False
+                self._flushes.in_callback = False
                 self._release_ran(handle)
             # What the callback wrote to each transport leaves now, in one
             # writev per transport (stream.pyx, "Write coalescing").
-            if self._flush_first != NULL:
+            if self._flushes.first != NULL:
                 self._flush_writes()
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
@@ -796,21 +796,21 @@ cdef class LoopCore:
         One that raises leaves the rest noted, for the next callback's end
         (or run_forever()'s, or close())."""
         cdef PyObject *item
-        while self._flush_first != NULL:
-            item = self._flush_first
-            self._flush_first = <PyObject *>(ring_pop(&self._flushes)
-                                             if ring_len(&self._flushes) else NULL)
+        while self._flushes.first != NULL:
+            item = self._flushes.first
+            self._flushes.first = <PyObject *>(ring_pop(&self._flushes.rest)
+                                               if ring_len(&self._flushes.rest) else NULL)
             try:
-                self._flusher(<object>item)
+                self._flushes.flusher(<object>item)
             finally:
                 Py_DECREF(<object>item)   # the list's reference
         return 0
 
     cdef void _drop_flushes(self) noexcept:
         cdef PyObject *item
-        while self._flush_first != NULL:
-            item = self._flush_first
-            self._flush_first = <PyObject *>ring_pop(&self._flushes)
+        while self._flushes.first != NULL:
+            item = self._flushes.first
+            self._flushes.first = <PyObject *>ring_pop(&self._flushes.rest)
             Py_DECREF(<object>item)
 
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
@@ -1280,7 +1280,7 @@ cdef class LoopCore:
         # would have sent them already.  (What a failed send schedules is
         # dropped below with the rest.)
         try:
-            if self._flush_first != NULL:
+            if self._flushes.first != NULL:
                 self._flush_writes()
         finally:
             self._drop_flushes()
@@ -1300,7 +1300,7 @@ cdef class LoopCore:
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
-        ring_free(&self._flushes)
+        ring_free(&self._flushes.rest)
         self._release_poller()
         wakeup_close(&self._wakeup)
 
@@ -1392,7 +1392,7 @@ def _before_fork():
     cdef LoopCore loop
     for obj in list(_live_loops):
         loop = <LoopCore>obj
-        if loop._flush_first != NULL and loop._in_callback:
+        if loop._flushes.first != NULL and loop._flushes.in_callback:
             loop._flush_writes()
 
 
@@ -1405,7 +1405,7 @@ def _after_fork_in_child():
         ring_after_fork(&loop._ready)
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
-        ring_after_fork(&loop._flushes)
+        ring_after_fork(&loop._flushes.rest)
         # Held writes of a fork from another thread are the parent's to send.
         loop._drop_flushes()
         xt_init(&loop._owners_lock)   # as the rings' locks

@@ -874,7 +874,7 @@ cdef class SocketTransport(StreamTransportBase):
         callback (else it is sent now, as before)."""
         # _sock: after connection_lost(), a write fails in write(), as
         # asyncio's does (_socket_gone), not as the callback returns.
-        return self._sock is not None and writes_can_wait(self._core)
+        return self._sock is not None and writes_can_wait(&self._core._flushes)
 
     cdef inline int _hold_batch(self) except -1:
         """What _buffer holds waits for the callback's end: note the
@@ -882,7 +882,7 @@ cdef class SocketTransport(StreamTransportBase):
         if self._batch & _BATCH_LISTED:
             self._batch |= _BATCH_PENDING
             return 0
-        if schedule_flush(self._core, self, _send_held_writes):
+        if schedule_flush(&self._core._flushes, self, _send_held_writes):
             self._batch = _BATCH_PENDING | _BATCH_LISTED
             return 0
         self._batch |= _BATCH_PENDING
