@@ -221,9 +221,10 @@ cdef enum:
 # --measure strace): uvicorn's plain-text response, 3.13 syscalls per
 # request before, 2.15 after (zuvloop 2.07); eight pipelined requests to
 # the bench's httptools server, 1.13 before, 0.26 after (zuvloop 0.39; it
-# holds four writes at most).  The price: ~100 instructions per write for
-# the holding (+2% for a one-write request, whose syscalls stay the same),
-# against a send() saved per extra write.  Not to
+# holds four writes at most).  The price, on a one-write request (the
+# echo rows: its syscalls stay the same), is the holding: 30 instructions
+# more in minloop's code on 3.11, 90 on 3.14 (1% and 3% of the server's
+# instructions per request), against a send() saved per extra write.  Not to
 # the end of the loop iteration, as zuvloop holds them: that would keep a
 # batch's data alive past the callback (and the responses of the first
 # connections of a busy iteration waiting for the last's), and the writes
