@@ -1,4 +1,13 @@
-"""Instructions per round trip of one of the bench's echo servers, by callgrind.
+"""Instructions (callgrind) or syscalls (strace) per round trip of one of the bench's servers.
+
+    python benchmarks/server_instructions.py --kind http --depth 8 --measure callgrind
+    python benchmarks/server_instructions.py --kind uvicorn --loop zuvloop --measure strace
+
+--measure runs the server twice under the tool, with --round-trips and
+three times as many, and prints the difference per request: instructions by
+object (the interpreter, the loop's .so files, libc ...) or syscalls by name.
+Only the server is measured: its clients are a plain Python process started
+with exec, which neither valgrind nor strace (no -f) follows.  By hand:
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \
         python benchmarks/server_instructions.py --kind streams --round-trips 20000
@@ -6,45 +15,74 @@
 
 The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
--> sock_sendall loop, `protocol` an asyncio.Protocol) on minloop (or another
-loop with --loop: a name python -m minloop bench --loops knows, or
-module:factory); its clients are a plain Python process started with exec,
-so valgrind does not follow it: only the server's instructions are counted.
-`callgrind_annotate --auto=no` on both files, subtracted function by
-function, tells whose instructions they are (the interpreter's, asyncio's C
-module's, the loop's).  Wall-clock time on a shared machine says
-little about a change of a few hundred instructions; these counts do.
+-> sock_sendall loop, `protocol` an asyncio.Protocol, `http` the httptools
+server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
+(head and body sent apart, as ASGI does); on minloop or another loop with
+--loop: a name python -m minloop bench --loops knows, or module:factory.
+--depth K sends K requests at once on each connection (pipelined HTTP, or K
+echo messages in one send()): one round trip is K requests.  Wall-clock
+time on a shared machine says little about a change of a few hundred
+instructions; these counts do.
 """
 
 import argparse
 import asyncio
+import collections
 import os
+import re
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from minloop.bench import loops, servers  # noqa: E402
+from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn")
 
+# argv: port conns round_trips size depth mode.  mode "echo": each round trip
+# sends `depth` messages of `size` bytes at once and waits for all of their
+# bytes back.  mode "http": `depth` pipelined GET requests; the response's
+# length is learned from one request first (uvicorn's have a date header of
+# fixed width, so all are alike).
 CLIENT = r"""
 import selectors, socket, sys
-port, conns, total, size = map(int, sys.argv[1:])
+port, conns, total, size, depth = map(int, sys.argv[1:6])
+mode = sys.argv[6]
+request = REQUEST
 sel = selectors.DefaultSelector()
-msg = b"x" * size
-left = total
 socks = []
 for _ in range(conns):
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     socks.append(s)
+if mode == "http":
+    s = socks[0]
+    s.sendall(request)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += s.recv(65536)
+    head, _, body = got.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        body += s.recv(65536)
+    reply = (len(head) + 4 + length) * depth
+    msg = request * depth
+else:
+    msg = b"x" * size * depth
+    reply = len(msg)
+left = total
 pending = {}
 for s in socks:
     if left:
         left -= 1
         s.sendall(msg)
-        pending[s] = size
+        pending[s] = reply
         sel.register(s, selectors.EVENT_READ)
 while pending:
     for key, _ in sel.select():
@@ -57,20 +95,56 @@ while pending:
             if left:
                 left -= 1
                 s.sendall(msg)
-                pending[s] = size
+                pending[s] = reply
             else:
                 del pending[s]
                 sel.unregister(s)
 for s in socks:
     s.close()
-"""
+""".replace("REQUEST", repr(HTTP_REQUEST)).replace("import selectors", "import re, selectors")
 
 
-async def _main(kind, conns, round_trips):
+async def _plain_text_app(scope, receive, send):
+    # The plain-text ASGI app of the usual uvicorn benchmarks.
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"),
+                            (b"content-length", b"13")]})
+    await send({"type": "http.response.body", "body": b"Hello, world!"})
+
+
+async def _start_uvicorn(keep):
+    import uvicorn
+
+    # proto given: asyncio turns Nagle's algorithm off only for sockets that
+    # say IPPROTO_TCP (and those accepted from them), as uvicorn's own do.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(_plain_text_app, http="httptools", lifespan="off",
+                            access_log=False, log_level="warning")
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None   # older uvicorns
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+        if task.done():
+            task.result()
+    keep.append((server, task))
+    return sock.getsockname()[1]
+
+
+async def _main(kind, conns, round_trips, depth):
     keep = []
-    port = (await servers.start(kind, 0, None, keep))["port"]
+    if kind == "uvicorn":
+        port = await _start_uvicorn(keep)
+    else:
+        port = (await servers.start(kind, 0, None, keep))["port"]
+    mode = "http" if kind in ("http", "uvicorn") else "echo"
     client = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE))
+        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
+        str(depth), mode)
     if await client.wait():
         sys.exit("client failed")
     for thing in keep:  # the server, or the sock row's listener and accept task
@@ -78,19 +152,117 @@ async def _main(kind, conns, round_trips):
             thing.close()
         elif isinstance(thing, asyncio.Task):
             thing.cancel()
+        elif isinstance(thing, tuple):   # uvicorn's server and its task
+            thing[0].should_exit = True
+            await thing[1]
     await asyncio.sleep(0)
+
+
+# ---------------------------------------------------------------------------
+# --measure: the server under callgrind or strace, twice
+
+
+def _run_under(tool_argv, args, round_trips):
+    argv = tool_argv + [sys.executable, os.path.abspath(__file__), "--kind", args.kind,
+                        "--loop", args.loop, "--connections", str(args.connections),
+                        "--depth", str(args.depth), "--round-trips", str(round_trips)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"{' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+_ANNOTATED = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*$")
+
+
+def _callgrind_by_object(path):
+    """{object: instructions}, {function [object]: instructions} of one run."""
+    out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100",
+                          "--show-percs=no", path],
+                         capture_output=True, text=True, check=True).stdout
+    objects, functions = collections.Counter(), collections.Counter()
+    for line in out.splitlines():
+        m = _ANNOTATED.match(line)
+        if not m or "PROGRAM TOTALS" in line or ":" not in m.group(2):
+            continue
+        count = int(m.group(1).replace(",", ""))
+        name = m.group(2)
+        obj = re.search(r"\[(.*)\]$", name)
+        if obj:
+            obj = os.path.basename(obj.group(1))
+        else:
+            # Code inlined from a header is printed without its object:
+            # a Cython module's functions name it (__pyx_f_7minloop_6stream_...).
+            module = re.search(r"__pyx_\w+?_\d+(minloop|httptools|uvloop)_\d+([a-z_]+?)_", name)
+            obj = f"{module.group(2)}.so" if module else "?"
+        objects[re.sub(r"\.cpython-.*\.so$", ".so", obj)] += count
+        functions[name] += count
+    return objects, functions
+
+
+def _strace_counts(path):
+    calls = collections.Counter()
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            # % time, seconds, usecs/call, calls, [errors], syscall
+            if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+                calls[fields[-1]] += int(fields[3])
+    return calls
+
+
+def _measure(args):
+    small, large = args.round_trips, 3 * args.round_trips
+    requests = (large - small) * args.depth
+    tmp = tempfile.mkdtemp(prefix="server-costs-")
+    try:
+        results = []
+        for n in (small, large):
+            out = os.path.join(tmp, f"{args.measure}.{n}")
+            if args.measure == "callgrind":
+                _run_under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
+                           args, n)
+                results.append(_callgrind_by_object(out))
+            else:
+                _run_under(["strace", "-c", "-o", out], args, n)
+                results.append((_strace_counts(out), collections.Counter()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    (small_by, small_fn), (large_by, large_fn) = results
+    what = "instructions" if args.measure == "callgrind" else "syscalls"
+    print(f"{args.kind} on {args.loop}, {args.connections} connections, depth {args.depth}: "
+          f"{what} per request ({large} - {small} round trips)")
+    diff = {k: (large_by[k] - small_by[k]) / requests for k in set(small_by) | set(large_by)}
+    total = sum(diff.values())
+    for name, per in sorted(diff.items(), key=lambda kv: -abs(kv[1])):
+        if abs(per) >= (0.5 if args.measure == "callgrind" else 0.01):
+            print(f"  {per:10.2f}  {name}")
+    print(f"  {total:10.2f}  total")
+    if args.functions:
+        fdiff = {k: (large_fn[k] - small_fn[k]) / requests for k in set(small_fn) | set(large_fn)}
+        print(f"functions ({args.functions} largest):")
+        for name, per in sorted(fdiff.items(), key=lambda kv: -abs(kv[1]))[:args.functions]:
+            print(f"  {per:10.2f}  {name}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("streams", "sock", "protocol", "buffered"),
-                        default="streams")
+    parser.add_argument("--kind", choices=KINDS, default="streams")
     parser.add_argument("--round-trips", type=int, default=20000)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--depth", type=int, default=1,
+                        help="requests (messages) sent at once per round trip")
     parser.add_argument("--loop", default="minloop",
                         help="the server's loop: a known name (" + ", ".join(loops.NAMES)
                              + ") or module:factory (default: %(default)s)")
+    parser.add_argument("--measure", choices=("callgrind", "strace"),
+                        help="run the server under the tool twice; print the cost per request")
+    parser.add_argument("--functions", type=int, default=0, metavar="N",
+                        help="with --measure callgrind: also the N costliest functions")
     args = parser.parse_args()
+    if args.measure:
+        _measure(args)
+        return
     try:
         loop = loops.factory(loops.parse(args.loop))()
     except ValueError as exc:
@@ -98,7 +270,8 @@ def main():
     except loops.Unavailable as exc:
         sys.exit(f"{args.loop}: {exc}")
     try:
-        loop.run_until_complete(_main(args.kind, args.connections, args.round_trips))
+        loop.run_until_complete(_main(args.kind, args.connections, args.round_trips,
+                                      args.depth))
     finally:
         loop.close()
 

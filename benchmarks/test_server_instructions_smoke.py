@@ -18,12 +18,21 @@ import pytest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_instructions.py")
 
 
+NEEDS = {"http": "httptools", "uvicorn": "uvicorn"}
+
+
 @pytest.mark.parametrize("loop", ["minloop", "asyncio"])
-@pytest.mark.parametrize("kind", ["streams", "sock", "protocol", "buffered"])
-def test_kind_runs_to_the_end(kind, loop):
+@pytest.mark.parametrize("kind, depth", [("streams", 1), ("sock", 1), ("protocol", 1),
+                                         ("buffered", 1), ("protocol", 4), ("http", 1),
+                                         ("http", 8), ("uvicorn", 1)])
+def test_kind_runs_to_the_end(kind, depth, loop):
+    if kind in NEEDS:
+        pytest.importorskip(NEEDS[kind])
+        if kind == "uvicorn":
+            pytest.importorskip("httptools")
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--kind", kind, "--loop", loop, "--connections", "4",
-         "--round-trips", "300"],
+         "--round-trips", "300", "--depth", str(depth)],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     # A server task left pending at close, or an exception nobody read,

@@ -1,9 +1,32 @@
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
                         fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
-                        xt_load_int, tm_loop)
+                        xt_load_int, tm_loop, ring_push)
 from .handles cimport Handle, TimerHandle
+
+
+# What the loop calls, as a callback returns, for each transport that asked
+# it to (schedule_flush): send the writes the callback made.
+ctypedef int (*write_flusher)(object transport) except -1
+
+
+# Write coalescing (stream.pyx): the transports holding the writes of the
+# running callback, to send each one's in one writev as it returns
+# (LoopCore._flush_writes): the first in `first`, any others in `rest`
+# after it (`first` is NULL only while `rest` is empty); each with a
+# reference.  `flusher`: the transports' function that sends them.
+# `in_callback`: a callback of _run_iteration() is running (on the loop's
+# thread), so its writes may wait for its end.  Only the loop's thread uses
+# them.  A struct, so that a transport reaches it by a pointer (no
+# reference counting of the loop on the write path).
+cdef struct write_flushes:
+    PyObject *first
+    ready_ring rest
+    write_flusher flusher
+    bint in_callback
 
 
 cdef class LoopCore:
@@ -60,6 +83,8 @@ cdef class LoopCore:
         # READ_SIZE bytes every transport of this loop reads into (NULL
         # until the first read; see lifecycle.read_buffer).
         char *_read_buffer
+        # The transports holding the running callback's writes (above).
+        write_flushes _flushes
 
         # _closed, _stopping, _running, _debug and _thread_ident are read or
         # written by other threads (call_soon_threadsafe, is_running, stop,
@@ -101,6 +126,8 @@ cdef class LoopCore:
     cdef void _update_callback_hooks(self) noexcept
     cdef object _stall_swap(self, object watch)
     cdef int _stall_ended(self, Handle handle) except -1
+    cdef int _flush_writes(self) except -1
+    cdef void _drop_flushes(self) noexcept
     cdef void _release_ran(self, Handle handle) noexcept
     cdef void _drop_released(self, ready_ring *ring) noexcept
     cdef _call_at(self, double when, object callback, tuple args,
@@ -168,3 +195,27 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
             ring_len(&core._ready) != 0):
         return False
     return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)
+
+
+# Write coalescing (stream.pyx says why): the writes a callback makes to a
+# transport wait for the callback to return, and leave in one go.
+
+cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
+    """Writes made now may wait: a callback of the loop is running.  (Not
+    while the loop is not running: nothing would send them, and a program
+    writing between run_until_complete() calls may block reading the peer
+    next.  Nor from another thread while the loop sleeps in the poller.)"""
+    return flushes.in_callback
+
+
+cdef inline bint schedule_flush(write_flushes *flushes, object transport,
+                                write_flusher flusher) noexcept:
+    """Have `flusher(transport)` called as the running callback returns;
+    False if there is no memory to note it (then send now)."""
+    if flushes.first == NULL:
+        flushes.first = <PyObject *>transport
+    elif ring_push(&flushes.rest, <void *>transport) < 0:
+        return False
+    Py_INCREF(transport)
+    flushes.flusher = flusher
+    return True

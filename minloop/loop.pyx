@@ -168,6 +168,7 @@ cdef class LoopCore:
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
+        ring_init(&self._flushes.rest)
         heap_init(&self._timers)
         self._poller.fd = -1
         self._wakeup.read_fd = -1
@@ -229,9 +230,11 @@ cdef class LoopCore:
         self._clear_ready()
         self._clear_timers()
         self._clear_fd_table()
+        self._drop_flushes()
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
+        ring_free(&self._flushes.rest)
         heap_free(&self._timers)
         fdt_free(&self._fd_table)
         self._release_poller()
@@ -611,6 +614,10 @@ cdef class LoopCore:
                 if xt_load_int(&self._stopping):
                     break
         finally:
+            # After an exception out of a callback: what it wrote before
+            # goes out, as it would have in asyncio.
+            if self._flushes.first != NULL:
+                self._flush_writes()
             if MINLOOP_TELEMETRY:
                 tm_run_end(&self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
@@ -730,6 +737,7 @@ cdef class LoopCore:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(&self._tm)
+                    self._flushes.in_callback = True
                     if xt_load_int(&self._callback_hooks):
                         # Debug mode, or the stall watchdog armed.
                         if xt_load_int(&self._debug):
@@ -742,7 +750,12 @@ cdef class LoopCore:
                     else:
                         handle_run(handle)
             finally:
+                self._flushes.in_callback = False
                 self._release_ran(handle)
+            # What the callback wrote to each transport leaves now, in one
+            # writev per transport (stream.pyx, "Write coalescing").
+            if self._flushes.first != NULL:
+                self._flush_writes()
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
         # timer): drop them, then this iteration's wait their turn.
@@ -827,6 +840,28 @@ cdef class LoopCore:
         if watch is not None:
             watch._callback_ended(handle)
         return 0
+
+    cdef int _flush_writes(self) except -1:
+        """Have every transport holding writes send them (schedule_flush).
+        One that raises leaves the rest noted, for the next callback's end
+        (or run_forever()'s, or close())."""
+        cdef PyObject *item
+        while self._flushes.first != NULL:
+            item = self._flushes.first
+            self._flushes.first = <PyObject *>(ring_pop(&self._flushes.rest)
+                                               if ring_len(&self._flushes.rest) else NULL)
+            try:
+                self._flushes.flusher(<object>item)
+            finally:
+                Py_DECREF(<object>item)   # the list's reference
+        return 0
+
+    cdef void _drop_flushes(self) noexcept:
+        cdef PyObject *item
+        while self._flushes.first != NULL:
+            item = self._flushes.first
+            self._flushes.first = <PyObject *>ring_pop(&self._flushes.rest)
+            Py_DECREF(<object>item)
 
     cdef int _poll(self, int64_t timeout_ns, double *now) except -1:
         """Wait for events (timeout_ns: 0 not at all, -1 for ever) and queue
@@ -1214,6 +1249,14 @@ cdef class LoopCore:
 
     def _close_core(self):
         """Drop every callback and release the loop's own fds."""
+        # Writes held back when the loop stopped on an exception: asyncio
+        # would have sent them already.  (What a failed send schedules is
+        # dropped below with the rest.)
+        try:
+            if self._flushes.first != NULL:
+                self._flush_writes()
+        finally:
+            self._drop_flushes()
         xt_store_int(&self._closed, True)
         # A closed loop has no stall watchdog (its thread is joined).
         watch = self._stall_swap(None)
@@ -1234,6 +1277,7 @@ cdef class LoopCore:
         ring_free(&self._ready)
         ring_free(&self._released[0])
         ring_free(&self._released[1])
+        ring_free(&self._flushes.rest)
         self._release_poller()
         wakeup_close(&self._wakeup)
 
@@ -1242,6 +1286,17 @@ cdef class LoopCore:
 # fork()
 
 _live_loops = weakref.WeakSet()
+
+
+def _before_fork():
+    # A callback that forks after writing: what it holds (stream.pyx, "Write
+    # coalescing") goes out now, from the parent alone, as asyncio's went
+    # out at write() -- else parent and child would both send it.
+    cdef LoopCore loop
+    for obj in list(_live_loops):
+        loop = <LoopCore>obj
+        if loop._flushes.first != NULL and loop._flushes.in_callback:
+            loop._flush_writes()
 
 
 def _after_fork_in_child():
@@ -1253,13 +1308,16 @@ def _after_fork_in_child():
         ring_after_fork(&loop._ready)
         ring_after_fork(&loop._released[0])
         ring_after_fork(&loop._released[1])
+        ring_after_fork(&loop._flushes.rest)
+        # Held writes of a fork from another thread are the parent's to send.
+        loop._drop_flushes()
         xt_init(&loop._owners_lock)   # as the rings' locks
         if not loop._closed:
             loop._forked = True
 
 
 if hasattr(os, 'register_at_fork'):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 cdef bint _is_own_run_once(LoopCore loop, object run_once) except -1:
