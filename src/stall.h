@@ -83,7 +83,6 @@ static inline int64_t stall_now_ns(void)
 
 static inline int stall_init(stall_watch *w, tm_loop *tm, int64_t threshold_ns)
 {
-    pthread_condattr_t attr;
     int rc;
     memset(w, 0, sizeof *w);
     w->tm = tm;
@@ -96,15 +95,8 @@ static inline int stall_init(stall_watch *w, tm_loop *tm, int64_t threshold_ns)
     w->last_wake = w->first_seen = w->before = stall_now_ns();
     if ((rc = pthread_mutex_init(&w->mu, NULL)) != 0)
         return -rc;
-    if ((rc = pthread_condattr_init(&attr)) != 0)
-        goto fail_mutex;
-#ifndef __APPLE__
-    /* Deadlines on the monotonic clock (macOS waits relative, below). */
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-#endif
-    rc = pthread_cond_init(&w->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    if (rc != 0)
+    /* The default clock: see stall_sleep_until. */
+    if ((rc = pthread_cond_init(&w->cv, NULL)) != 0)
         goto fail_mutex;
     return 0;
 fail_mutex:
@@ -148,21 +140,33 @@ static inline int stall_sight(const tm_loop *t, uint64_t *callbacks, uint32_t *c
 #endif
 }
 
+/* Sleep until `deadline` (stall_now_ns's clock), or until signalled.  The
+ * wait is taken as the time left, afresh for each sleep: macOS waits
+ * relative; elsewhere the condition variable keeps its default clock,
+ * CLOCK_REALTIME, and the deadline is that clock's now plus what is left.
+ * (A monotonic condition variable takes pthread_condattr_setclock, whose
+ * symbol in glibc 2.34+ is versioned GLIBC_2.34: a wheel built there would
+ * not load on older glibc.  A step of the realtime clock moves one sleep,
+ * no more; the stall's own times are monotonic.) */
 static inline void stall_sleep_until(stall_watch *w, int64_t deadline)
 {
-#ifdef __APPLE__
     int64_t left = deadline - stall_now_ns();
     struct timespec ts;
     if (left <= 0)
         return;
+#ifdef __APPLE__
     ts.tv_sec = (time_t)(left / 1000000000LL);
     ts.tv_nsec = (long)(left % 1000000000LL);
     pthread_cond_timedwait_relative_np(&w->cv, &w->mu, &ts);
 #else
-    struct timespec ts;
-    ts.tv_sec = (time_t)(deadline / 1000000000LL);
-    ts.tv_nsec = (long)(deadline % 1000000000LL);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    {
+        int64_t until;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        until = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + left;
+        ts.tv_sec = (time_t)(until / 1000000000LL);
+        ts.tv_nsec = (long)(until % 1000000000LL);
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
 #endif
 }
 
