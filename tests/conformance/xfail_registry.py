@@ -30,10 +30,6 @@ class NotRun(str):
     """A reason for a test that is not run: it crashes or hangs the interpreter."""
 
 
-def private(name):
-    return f"tests asyncio private internal {name}"
-
-
 XFAIL = {}
 
 
