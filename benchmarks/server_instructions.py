@@ -17,7 +17,8 @@ The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
 -> sock_sendall loop, `protocol` an asyncio.Protocol, `http` the httptools
 server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
-(head and body sent apart, as ASGI does); on minloop or another loop with
+(head and body sent apart, as ASGI does), or `aiohttp`: aiohttp.web's
+plain-text app of benchmarks/apps.py; on minloop or another loop with
 --loop: a name python -m minloop bench --loops knows, or module:factory.
 --depth K sends K requests at once on each connection (pipelined HTTP, or K
 echo messages in one send()): one round trip is K requests.  Wall-clock
@@ -43,7 +44,7 @@ from minloop.bench import loops, servers  # noqa: E402
 from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
@@ -139,9 +140,13 @@ async def _main(kind, conns, round_trips, depth):
     keep = []
     if kind == "uvicorn":
         port = await _start_uvicorn(keep)
+    elif kind == "aiohttp":
+        from apps import start_app   # benchmarks/apps.py: its aiohttp.web app
+
+        port = await start_app("aiohttp-text", keep)
     else:
         port = (await servers.start(kind, 0, None, keep))["port"]
-    mode = "http" if kind in ("http", "uvicorn") else "echo"
+    mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
         str(depth), mode)
@@ -155,6 +160,8 @@ async def _main(kind, conns, round_trips, depth):
         elif isinstance(thing, tuple):   # uvicorn's server and its task
             thing[0].should_exit = True
             await thing[1]
+        elif hasattr(thing, "cleanup"):   # aiohttp's AppRunner
+            await thing.cleanup()
     await asyncio.sleep(0)
 
 
