@@ -98,6 +98,9 @@ def _listener() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the loop sees it: some loops (rloop, talyn) take the
+    # socket as it is given and do not call listen() themselves.
+    sock.listen(1024)
     return sock
 
 
@@ -378,7 +381,10 @@ def _wrk(row, server, pin, settings) -> dict:
 
     host, port = server.address["host"], server.address["port"]
     if settings.warmup > 0:
-        _http_warmup(host, port, settings.warmup)
+        try:
+            _http_warmup(host, port, settings.warmup)
+        except (OSError, ValueError, StopIteration) as exc:
+            raise Failed(f"warm-up: {type(exc).__name__}: {exc}") from None
     seconds = max(1, round(settings.duration))
     cmd = _taskset(pin.client) + ["wrk", "-t1", f"-c{row.conns}", f"-d{seconds}s",
                                   "--latency", f"http://{host}:{port}/"]
