@@ -92,7 +92,7 @@ GROUPS = {"http": [r for r in ROWS if ROWS[r].mode == "http"],
 # The servers (--serve APP --loop NAME): procs.ServerProcess's protocol
 
 
-def _listener() -> socket.socket:
+def _listener() -> tuple[socket.socket, int]:
     # proto given: asyncio turns Nagle's algorithm off only for sockets that
     # say IPPROTO_TCP (and those accepted from them), as uvicorn's own do.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -101,7 +101,8 @@ def _listener() -> socket.socket:
     # Listening before the loop sees it: some loops (rloop, talyn) take the
     # socket as it is given and do not call listen() themselves.
     sock.listen(1024)
-    return sock
+    # The port now: some loops (rloop) take the socket over and close ours.
+    return sock, sock.getsockname()[1]
 
 
 async def _text_app(scope, receive, send):
@@ -126,7 +127,7 @@ async def _json_app(scope, receive, send):
 async def _serve_uvicorn(app, keep):
     import uvicorn
 
-    sock = _listener()
+    sock, port = _listener()
     config = uvicorn.Config(app, http="httptools", lifespan="off", access_log=False,
                             log_level="warning")
     server = uvicorn.Server(config)
@@ -137,7 +138,7 @@ async def _serve_uvicorn(app, keep):
         if task.done():
             task.result()
     keep.append((server, task))
-    return sock.getsockname()[1]
+    return port
 
 
 async def _serve_aiohttp(keep):
@@ -150,11 +151,11 @@ async def _serve_aiohttp(keep):
     app.router.add_get("/", hello)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    sock = _listener()
+    sock, port = _listener()
     site = web.SockSite(runner, sock)
     await site.start()
     keep.append(runner)
-    return sock.getsockname()[1]
+    return port
 
 
 async def _serve_websockets(keep):
@@ -167,10 +168,10 @@ async def _serve_websockets(keep):
         async for message in ws:
             await ws.send(message)
 
-    sock = _listener()
+    sock, port = _listener()
     server = await serve(echo, sock=sock, compression=None)
     keep.append(server)
-    return sock.getsockname()[1]
+    return port
 
 
 async def _serve_lines(keep):
@@ -184,10 +185,10 @@ async def _serve_lines(keep):
         finally:
             writer.close()
 
-    sock = _listener()
+    sock, port = _listener()
     server = await asyncio.start_server(handle, sock=sock)
     keep.append(server)
-    return sock.getsockname()[1]
+    return port
 
 
 async def start_app(app: str, keep: list) -> int:
