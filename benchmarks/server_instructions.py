@@ -17,7 +17,8 @@ The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
 -> sock_sendall loop, `protocol` an asyncio.Protocol, `http` the httptools
 server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
-(head and body sent apart, as ASGI does); on minloop or another loop with
+(head and body sent apart, as ASGI does), or `aiohttp`: aiohttp.web's
+plain-text app of benchmarks/apps.py; on minloop or another loop with
 --loop: a name python -m minloop bench --loops knows, or module:factory.
 --depth K sends K requests at once on each connection (pipelined HTTP, or K
 echo messages in one send()): one round trip is K requests.  Wall-clock
@@ -28,8 +29,10 @@ instructions; these counts do.
 import argparse
 import asyncio
 import collections
+import json
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -43,7 +46,11 @@ from minloop.bench import loops, servers  # noqa: E402
 from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn")
+# --measure rusage: the server's own getrusage() over the client's run, by
+# field, written to the file this variable names.
+_RUSAGE_ENV = "MINLOOP_SERVER_RUSAGE"
+_RUSAGE_FIELDS = ("ru_minflt", "ru_nvcsw", "ru_nivcsw", "ru_utime", "ru_stime")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
@@ -139,14 +146,24 @@ async def _main(kind, conns, round_trips, depth):
     keep = []
     if kind == "uvicorn":
         port = await _start_uvicorn(keep)
+    elif kind == "aiohttp":
+        from apps import start_app   # benchmarks/apps.py: its aiohttp.web app
+
+        port = await start_app("aiohttp-text", keep)
     else:
         port = (await servers.start(kind, 0, None, keep))["port"]
-    mode = "http" if kind in ("http", "uvicorn") else "echo"
+    mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"
+    before = resource.getrusage(resource.RUSAGE_SELF)
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
         str(depth), mode)
     if await client.wait():
         sys.exit("client failed")
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    if os.environ.get(_RUSAGE_ENV):
+        with open(os.environ[_RUSAGE_ENV], "w") as f:
+            json.dump({field: getattr(after, field) - getattr(before, field)
+                       for field in _RUSAGE_FIELDS}, f)
     for thing in keep:  # the server, or the sock row's listener and accept task
         if isinstance(thing, asyncio.AbstractServer):
             thing.close()
@@ -155,6 +172,8 @@ async def _main(kind, conns, round_trips, depth):
         elif isinstance(thing, tuple):   # uvicorn's server and its task
             thing[0].should_exit = True
             await thing[1]
+        elif hasattr(thing, "cleanup"):   # aiohttp's AppRunner
+            await thing.cleanup()
     await asyncio.sleep(0)
 
 
@@ -219,7 +238,13 @@ def _measure(args):
         results = []
         for n in (small, large):
             out = os.path.join(tmp, f"{args.measure}.{n}")
-            if args.measure == "callgrind":
+            if args.measure == "rusage":
+                os.environ[_RUSAGE_ENV] = out
+                _run_under([], args, n)
+                with open(out) as f:
+                    results.append((collections.Counter(json.load(f)),
+                                    collections.Counter()))
+            elif args.measure == "callgrind":
                 _run_under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
                            args, n)
                 results.append(_callgrind_by_object(out))
@@ -229,15 +254,20 @@ def _measure(args):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     (small_by, small_fn), (large_by, large_fn) = results
-    what = "instructions" if args.measure == "callgrind" else "syscalls"
+    what = {"callgrind": "instructions", "strace": "syscalls",
+            "rusage": "getrusage() fields (times in microseconds: timing, not counts)"
+            }[args.measure]
     print(f"{args.kind} on {args.loop}, {args.connections} connections, depth {args.depth}: "
           f"{what} per request ({large} - {small} round trips)")
-    diff = {k: (large_by[k] - small_by[k]) / requests for k in set(small_by) | set(large_by)}
+    scale = {"ru_utime": 1e6, "ru_stime": 1e6}   # seconds -> microseconds
+    diff = {k: (large_by[k] - small_by[k]) * scale.get(k, 1) / requests
+            for k in set(small_by) | set(large_by)}
     total = sum(diff.values())
     for name, per in sorted(diff.items(), key=lambda kv: -abs(kv[1])):
-        if abs(per) >= (0.5 if args.measure == "callgrind" else 0.01):
-            print(f"  {per:10.2f}  {name}")
-    print(f"  {total:10.2f}  total")
+        if abs(per) >= (0.5 if args.measure == "callgrind" else 0.001):
+            print(f"  {per:10.3f}  {name}")
+    if args.measure != "rusage":
+        print(f"  {total:10.2f}  total")
     if args.functions:
         fdiff = {k: (large_fn[k] - small_fn[k]) / requests for k in set(small_fn) | set(large_fn)}
         print(f"functions ({args.functions} largest):")
@@ -255,8 +285,10 @@ def main():
     parser.add_argument("--loop", default="minloop",
                         help="the server's loop: a known name (" + ", ".join(loops.NAMES)
                              + ") or module:factory (default: %(default)s)")
-    parser.add_argument("--measure", choices=("callgrind", "strace"),
-                        help="run the server under the tool twice; print the cost per request")
+    parser.add_argument("--measure", choices=("callgrind", "strace", "rusage"),
+                        help="run the server under the tool twice (rusage: without one, "
+                             "its page faults, context switches and CPU times); print the "
+                             "cost per request")
     parser.add_argument("--functions", type=int, default=0, metavar="N",
                         help="with --measure callgrind: also the N costliest functions")
     args = parser.parse_args()

@@ -770,6 +770,28 @@ def test_run_rows_takes_a_scripts_measure_and_a_baseline_in_some_rounds():
                for line in text.splitlines())
 
 
+def test_run_rows_rotates_the_loops_order_each_round_when_asked():
+    # benchmarks/apps.py: round r starts with the r-th loop; without rotate
+    # every round runs in the given order.
+    names = ['asyncio', 'minloop', 'uvloop']
+
+    def order(rotate):
+        seen = []
+
+        def measure(row, name, settings):
+            seen.append(name)
+            return {'rate': 1.0, 'problems': []}
+
+        settings = options.Settings(False, 4, 0.0, 0.0, procs.Pinning(False))
+        progress = report.Progress(12, stream=io.StringIO())
+        runner.run_rows([ROWS['tcp-protocol-1k-c1']], names, settings, progress, {}, measure,
+                        rotate=rotate)
+        return [seen[i:i + 3] for i in range(0, 12, 3)]
+
+    assert order(False) == [names] * 4
+    assert order(True) == [names, names[1:] + names[:1], names[2:] + names[:2], names]
+
+
 def test_select_rows_over_a_scripts_rows_and_groups():
     rows = {rid: r for rid, r in ROWS.items() if rid.startswith(('tcp-', 'udp-'))}
     groups = {'udp': [rid for rid in rows if rid.startswith('udp-')]}

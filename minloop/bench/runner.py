@@ -94,13 +94,15 @@ def _finish_row(row: Row, cells: dict, settings: Settings) -> dict:
 
 def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
              progress: report.Progress, results: dict, measure=measure_row,
-             rounds_of: dict | None = None) -> dict:
+             rounds_of: dict | None = None, rotate: bool = False) -> dict:
     """Measure rows into results (row id -> entry), loops taking turns within
     each round.  Interrupted (KeyboardInterrupt), results keep every finished
     row and the finished rounds of the row under way, and the interrupt
     propagates.  measure(row, name, settings): one run (a script's own
     measuring: benchmarks/net_compare.py's C load generator); rounds_of:
-    name -> the rounds a column runs in, where not all (a baseline)."""
+    name -> the rounds a column runs in, where not all (a baseline); rotate:
+    round r starts with the r-th loop (a loop that always runs first or
+    right after another does not always meet the same state of the machine)."""
     rounds_of = rounds_of or {}
     for row in rows:
         # runs: the rounds a cell finished (a figure or an error) of the
@@ -114,7 +116,8 @@ def run_rows(rows: list[Row], loop_names: list[str], settings: Settings,
                 cell["na"] = f"{row.needs} is not installed"
         try:
             for round_ in range(1, settings.rounds + 1):
-                for name in loop_names:
+                shift = (round_ - 1) % len(loop_names) if rotate and loop_names else 0
+                for name in loop_names[shift:] + loop_names[:shift]:
                     if name in rounds_of and round_ not in rounds_of[name]:
                         continue
                     cell = cells[name]
@@ -154,13 +157,16 @@ def run_script(rows: list[Row], loop_names: list[str], settings: Settings, *,
                required: list[str] = (), measure=measure_row, extra: list[str] = (),
                rounds_of: dict | None = None, header: list[str] = (),
                notes: list[str] = (), json_path: str | None = None,
-               plot_path: str | None = None) -> int:
+               plot_path: str | None = None, rotate: bool = False,
+               after=None) -> int:
     """The whole run, for ``python -m minloop bench`` and every script in
     benchmarks/: probe the loops, print the header, measure the rows (loops
     taking turns within each round, progress on stderr), print the report,
     write the JSON and the plot.  extra: columns that are not loops (a
     baseline server), measured by measure after the loops; header, notes:
-    the script's own lines.  The exit status: 0; 1 if minloop failed or
+    the script's own lines; rotate: run_rows'; after(results, columns): the
+    script's own part of the report, called after the bench's and before
+    the JSON is written (it may add to the rows' entries).  The exit status: 0; 1 if minloop failed or
     misbehaved on some row; 2 if a loop in required is missing; 130 if
     interrupted (the finished rounds are reported)."""
     machine = procs.machine_info()
@@ -181,7 +187,7 @@ def run_script(rows: list[Row], loop_names: list[str], settings: Settings, *,
     results: dict = {}
     interrupted = False
     try:
-        run_rows(rows, columns, settings, progress, results, measure, rounds_of)
+        run_rows(rows, columns, settings, progress, results, measure, rounds_of, rotate)
     except KeyboardInterrupt:
         interrupted = True
         progress.interrupted(len(results))
@@ -194,6 +200,8 @@ def run_script(rows: list[Row], loop_names: list[str], settings: Settings, *,
                  progress if interrupted else None)
     for line in notes:
         print(report.fill(line))
+    if after is not None:
+        after(results, columns)
     status = 130 if interrupted else (0 if report.ok(results) else 1)
     if json_path:
         report.write_json(json_path, machine, probes, settings, results,
