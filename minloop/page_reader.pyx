@@ -99,6 +99,8 @@ cdef class Page:
     def read(self):
         """A dict of what the page holds now (times in seconds of the
         loop's clock, time.monotonic(), which is the system's)."""
+        if not MINLOOP_TELEMETRY:   # (Page() refuses every page there)
+            raise NotImplementedError(_REFUSALS[4])
         if self._p == NULL:
             raise ValueError('page is closed')
         cdef const tm_page *p = self._p

@@ -356,6 +356,9 @@ def main(argv=None):
         parser.error("--interval and --stall must be positive")
     try:
         return run(args.pid, args.interval, args.stall, args.once)
-    except (TopError, NotImplementedError) as exc:
+    except TopError as exc:
         print(f"minloop top: {exc}", file=sys.stderr)
+        return 1
+    except NotImplementedError as exc:
+        print(exc, file=sys.stderr)
         return 1

@@ -370,3 +370,13 @@ def test_top_in_tmux_shows_a_stall(server, tmp_path):
         assert "STALL" not in capture()
     finally:
         subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True)
+
+
+def test_a_build_without_telemetry_says_so(monkeypatch, capsys):
+    # As loop.stats() does in a MINLOOP_NO_TELEMETRY build: NotImplementedError,
+    # and the command line says why.
+    monkeypatch.setattr(page_reader, "TELEMETRY", False)
+    with pytest.raises(NotImplementedError, match="MINLOOP_NO_TELEMETRY=1"):
+        top.Top(os.getpid())
+    assert top.main([str(os.getpid()), "--once"]) == 1
+    assert "minloop top is not available" in capsys.readouterr().err
