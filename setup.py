@@ -77,6 +77,7 @@ extensions = [
     Extension("minloop.loop_metrics", ["minloop/loop_metrics.pyx"], **common),
     Extension("minloop.fd_owners", ["minloop/fd_owners.pyx"], **common),
     Extension("minloop.stall", ["minloop/stall.pyx"], **common),
+    Extension("minloop.page_reader", ["minloop/page_reader.pyx"], **common),
     Extension("minloop.sock_ops", ["minloop/sock_ops.pyx"], **common),
     Extension("minloop.selector_view", ["minloop/selector_view.pyx"], **common),
     Extension("minloop.stream_reader", ["minloop/stream_reader.pyx"], **common),

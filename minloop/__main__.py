@@ -5,6 +5,7 @@
     python -m minloop run script.py [args...]
     python -m minloop run -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
+    python -m minloop top PID [--interval S] [--stall S] [--once]
 
 ``run`` executes an unmodified asyncio program as python would, with
 minloop's event loop policy installed first, so asyncio.run(),
@@ -14,7 +15,8 @@ after the script or -m MODULE is the program's (see minloop/_cli_run.py).
 ``bench`` measures minloop side by side with asyncio's loop, uvloop, rloop,
 zuvloop, rsloop, talyn or any loop given as module:factory (those
 installed): loop-core workloads and network servers, each run in a fresh
-process; see minloop/bench/.  ``info`` and ``bench`` end quietly when their
+process; see minloop/bench/.  ``top`` shows a running process's loops live,
+read from their telemetry pages (minloop/top.py).  ``info`` and ``bench`` end quietly when their
 reader closes stdout (``... | head -1``), as Unix tools do.
 """
 
@@ -183,6 +185,10 @@ def build_parser():
     run.add_argument("args", nargs="*", metavar="ARGS", help="the program's arguments")
     parser.run_parser = run
 
+    # Listed here for the help; main() hands top's arguments to top.main.
+    sub.add_parser("top", help="a live view of a running process's loops "
+                               "(utilization, lag, stalls)", add_help=False)
+
     from .bench import cli, loops, options
     # Listed here for the top-level help; main() parses bench's arguments with
     # its own parser, so that its usage errors are its own (one line each).
@@ -217,6 +223,9 @@ def main(argv=None):
 
 
 def _command(parser, argv):
+    if argv[:1] == ["top"]:
+        from . import top
+        return top.main(argv[1:])
     if argv[:1] == ["bench"]:
         args = parser.bench_parser.parse_args(argv[1:])
         return cmd_bench(args)

@@ -4,7 +4,7 @@
 # declare the one header of their own unit).
 
 from cpython.object cimport PyObject, PyTypeObject
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, uint32_t, int32_t
 
 
 cdef extern from "timer_heap.h" nogil:
@@ -145,6 +145,7 @@ cdef extern from "telemetry.h" nogil:
     uint64_t tm_fd_events(const tm_loop *t)
     void tm_callback(tm_loop *t)
     void tm_batch(tm_loop *t, size_t ready)
+    void tm_polling(tm_loop *t, uint64_t fds, size_t timers)
     void tm_poll_immediate(tm_loop *t)
     void tm_timers_pending(tm_loop *t, size_t live)
     void tm_timer_fired(tm_loop *t, double now, double when)
@@ -156,6 +157,7 @@ cdef extern from "telemetry.h" nogil:
     void tm_sleep_begin(tm_loop *t, double now)
     void tm_sleep_end(tm_loop *t, double now)
     void tm_read_counters(const tm_loop *t, tm_counters *out)
+    void tm_read_held(const tm_loop *t, uint64_t *ready, uint64_t *timers, uint64_t *fds)
     void tm_read_clock(const tm_loop *t, double now, int64_t *elapsed, int64_t *idle)
     bint tm_stalled(const tm_loop *t)
     uint64_t tm_callbacks(const tm_loop *t)
@@ -167,10 +169,47 @@ cdef extern from "telemetry.h" nogil:
     unsigned tm_bucket(double ns)
 
 
+# The page a loop's telemetry lives in, readable by another process
+# (src/telemetry_page.h): made and freed by loop.pyx, noted in by stall.pyx,
+# read by page_reader.pyx.
+cdef extern from "telemetry_page.h" nogil:
+    enum:
+        TM_PAGE_SHARED
+        TM_PAGE_CLOSED
+        TM_NOTE_TEXT
+        TM_PAGE_SHAREABLE
+    ctypedef struct tm_page:
+        uint64_t loop_id
+        uint32_t flags
+        int32_t pid
+        int32_t tid
+        uint32_t map_size
+        int64_t stall_threshold_ns
+        tm_loop tm
+    ctypedef struct tm_state:
+        int64_t run_since, sleep_since, woke
+        uint32_t seq
+    tm_page *tm_page_of(tm_loop *t)
+    tm_page *tm_page_open(int *fd)
+    void tm_page_closed(tm_page *p, int *fd)
+    void tm_page_free(tm_page *p, int *fd)
+    void tm_page_after_fork(tm_page *p, int *fd)
+    void tm_page_run_by(tm_page *p, uint64_t key)
+    void tm_page_note(tm_page *p, uint64_t callback_no, int64_t since,
+                      const char *callback, const char *where)
+    void tm_page_stall_threshold(tm_page *p, int64_t ns)
+    int tm_page_check(const tm_page *p, size_t length)
+    void tm_read_state(const tm_loop *t, tm_state *out)
+    bint tm_page_read_note(const tm_page *p, uint64_t *callback_no, int64_t *since,
+                           char *callback, char *where)
+
+
 # The stall watchdog (src/stall.h): run by stall.pyx's thread.
 cdef extern from "stall.h" nogil:
     ctypedef struct stall_watch:
         int64_t period_ns
+        int64_t threshold_ns
+        int64_t since
     int64_t stall_now_ns()
     int stall_init(stall_watch *w, tm_loop *tm, int64_t threshold_ns)
     void stall_destroy(stall_watch *w)

@@ -54,7 +54,11 @@ cdef class LoopCore:
         # What the loop counts and times about itself (src/telemetry.h):
         # loop.stats(), utilization(), lag, iteration_time.  Also the
         # skipped polls (they pace the signal checks) and the fd events.
-        tm_loop _tm
+        # In a page of its own that `python -m minloop top` maps from
+        # another process (src/telemetry_page.h); _page_fd is its memfd
+        # (-1: heap memory, or closed).  Never NULL once made.
+        tm_loop *_tm
+        int _page_fd
         # The armed stall watchdog (stall.pyx's StallWatch) or None; its
         # flag for the loop is in _tm (tm_stalled).  Swapped under
         # _stall_lock (nothing with the GIL), read under it when a flag

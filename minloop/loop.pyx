@@ -162,9 +162,13 @@ cdef class LoopCore:
             instance_dict = <PyObject **>(<char *><PyObject *>self
                                           + Py_TYPE(self).tp_dictoffset)
             Py_CLEAR(instance_dict[0])
+        # First: __dealloc__ may run on what follows failing.
+        cdef tm_page *page = tm_page_open(&self._page_fd)
+        if page == NULL:
+            raise MemoryError()
+        self._tm = &page.tm
         xt_init(&self._owners_lock)
         xt_init(&self._stall_lock)
-        tm_init(&self._tm)
         ring_init(&self._ready)
         ring_init(&self._released[0])
         ring_init(&self._released[1])
@@ -243,6 +247,9 @@ cdef class LoopCore:
         self._events = NULL
         free(self._read_buffer)
         self._read_buffer = NULL
+        if self._tm != NULL:
+            tm_page_free(tm_page_of(self._tm), &self._page_fd)
+            self._tm = NULL
 
     # ------------------------------------------------------------------
     # Checks, with asyncio's messages
@@ -592,7 +599,8 @@ cdef class LoopCore:
             xt_store_ulong(&self._thread_ident, PyThread_get_thread_ident())
             xt_store_int_release(&self._running, True)
             if MINLOOP_TELEMETRY:
-                tm_run_begin(&self._tm, monotonic_now())
+                tm_run_begin(self._tm, monotonic_now())
+                tm_page_run_by(tm_page_of(self._tm), PyThread_get_thread_ident())
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
             # Through the module on every run, as asyncio's loop does, not
@@ -619,7 +627,7 @@ cdef class LoopCore:
             if self._flushes.first != NULL:
                 self._flush_writes()
             if MINLOOP_TELEMETRY:
-                tm_run_end(&self._tm, monotonic_now())
+                tm_run_end(self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
             xt_store_int(&self._running, False)
             # Between runs the program may drop what it holds: keep nothing.
@@ -646,6 +654,9 @@ cdef class LoopCore:
         cdef size_t ntodo, i
         cdef void *item
         cdef Handle handle
+        # In a local: a callback may change any of self's fields as far as
+        # the C compiler knows, so self._tm would be loaded again for each.
+        cdef tm_loop *tm = self._tm
 
         if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
             # We may block.  A signal that arrived while a callback ran in C
@@ -678,7 +689,7 @@ cdef class LoopCore:
             # poll would also have run pending signal handlers (EINTR); the
             # interpreter runs them too between bytecodes of any callback,
             # so checking on every 32nd skip bounds the delay cheaply.
-            if tm_poll_skipped(&self._tm) & 31 == 0:
+            if tm_poll_skipped(self._tm) & 31 == 0:
                 now = -1.0
                 PyErr_CheckSignals()
 
@@ -686,7 +697,7 @@ cdef class LoopCore:
         # each due timer moves to the ready queue (_queue_due), in the order
         # they would be popped; telemetry records how late each is.
         if heap_len(&self._timers):
-            tm_timers_pending(&self._tm, heap_len(&self._timers))
+            tm_timers_pending(self._tm, heap_len(&self._timers))
             if now < 0:
                 now = monotonic_now()
             if _END_TIME_PAST_ULP:
@@ -698,14 +709,14 @@ cdef class LoopCore:
             else:
                 end_time = now + self._clock_resolution
             due.ready = &self._ready
-            due.tm = &self._tm
+            due.tm = self._tm
             due.now = now
             due.last = NAN
             if MINLOOP_TELEMETRY:
                 heap_peek(&self._timers, &when)   # the first to go, if any
             rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
             if MINLOOP_TELEMETRY and due.last == due.last:
-                tm_timers_fired(&self._tm, now, when, due.last)
+                tm_timers_fired(self._tm, now, when, due.last)
             if rc < 0:
                 # The timer the ring refused, and those after it, are still
                 # in the heap: due next time, in order.
@@ -723,7 +734,7 @@ cdef class LoopCore:
         # (loop._run_once()) or emptied the ring (asyncio's deque would
         # raise IndexError there).
         ntodo = ring_len(&self._ready)
-        tm_batch(&self._tm, ntodo)
+        tm_batch(tm, ntodo)
         for i in range(ntodo):
             item = ring_pop(&self._ready)
             if item == NULL:
@@ -736,7 +747,7 @@ cdef class LoopCore:
             try:
                 if not handle_cancelled(handle):
                     # Counted as it starts: a watchdog sees it move.
-                    tm_callback(&self._tm)
+                    tm_callback(tm)
                     self._flushes.in_callback = True
                     if xt_load_int(&self._callback_hooks):
                         # Debug mode, or the stall watchdog armed.
@@ -745,7 +756,7 @@ cdef class LoopCore:
                         else:
                             handle_run(handle)
                         # Named by the stall watchdog: report it (stall.pyx).
-                        if tm_stalled(&self._tm):
+                        if tm_stalled(tm):
                             self._stall_ended(handle)
                     else:
                         handle_run(handle)
@@ -888,16 +899,19 @@ cdef class LoopCore:
             if MINLOOP_TELEMETRY:
                 if now[0] < 0:
                     now[0] = monotonic_now()
-                tm_sleep_begin(&self._tm, now[0])
+                tm_sleep_begin(self._tm, now[0])
         else:
-            tm_poll_immediate(&self._tm)
+            tm_poll_immediate(self._tm)
+        # What the loop holds as it polls (`top` shows it): a syscall
+        # follows anyway.
+        tm_polling(self._tm, fdt_watched(&self._fd_table), heap_len(&self._timers))
         now[0] = -1.0
         with nogil:
             n = poller_wait(&self._poller, self._events, timeout_ns)
         if sleeping:
             if MINLOOP_TELEMETRY:
                 now[0] = monotonic_now()
-                tm_sleep_end(&self._tm, now[0])
+                tm_sleep_end(self._tm, now[0])
             ring_awake(&self._ready)
         if n < 0:
             if n == -EINTR:
@@ -915,7 +929,7 @@ cdef class LoopCore:
                 continue
             if not fdt_has(&self._fd_table, fd):
                 continue
-            tm_fd_event(&self._tm)
+            tm_fd_event(self._tm)
             rearm = fdt_fired(&self._fd_table, fd, events)
             if rearm:
                 # A one-shot registration fired for an event not for its
@@ -949,7 +963,7 @@ cdef class LoopCore:
     def stats(self):
         """An immutable snapshot of the loop's counters (a LoopStats)."""
         _telemetry_built('stats()')
-        return make_stats(&self._tm, &self._timers, &self._fd_table,
+        return make_stats(self._tm, &self._timers, &self._fd_table,
                           ring_len(&self._ready), monotonic_now())
 
     def utilization(self, previous=None):
@@ -959,34 +973,34 @@ cdef class LoopCore:
         utilization = active / (idle + active) (0.0 before any).  Given an
         earlier result as `previous`, the same for the time since it."""
         _telemetry_built('utilization()')
-        return make_utilization(&self._tm, monotonic_now(), previous)
+        return make_utilization(self._tm, monotonic_now(), previous)
 
     @property
     def lag(self):
         """How late timers fire: now - when() of every timer as the loop
         pops it (a Histogram, in seconds)."""
         _telemetry_built('lag')
-        return histogram_view(self, tm_lag(&self._tm))
+        return histogram_view(self, tm_lag(self._tm))
 
     @property
     def iteration_time(self):
         """The loop's busy stretches: from a poll's return to the next
         poll's start, for polls that may block (a Histogram, in seconds)."""
         _telemetry_built('iteration_time')
-        return histogram_view(self, tm_busy(&self._tm))
+        return histogram_view(self, tm_busy(self._tm))
 
     @property
     def _fd_events(self):
         """Events the poller reported for fds other than the wake-up fd
         (kept in both builds: tests read it)."""
-        return tm_fd_events(&self._tm)
+        return tm_fd_events(self._tm)
 
     # ------------------------------------------------------------------
     # Error handlers: asyncio's, counted (stats().exceptions).
 
     def call_exception_handler(self, context):
         """Call the current event loop's exception handler (asyncio's)."""
-        tm_exception(&self._tm)
+        tm_exception(self._tm)
         _call_exception_handler(self, context)
 
     # ------------------------------------------------------------------
@@ -1227,7 +1241,7 @@ cdef class LoopCore:
             item = heap_pop(&self._timers)
             if item == NULL:
                 break
-            tm_timers_dropped(&self._tm, 1)
+            tm_timers_dropped(self._tm, 1)
             handle_dequeued(<Handle>item)
             Py_DECREF(<object>item)
 
@@ -1280,6 +1294,14 @@ cdef class LoopCore:
         ring_free(&self._flushes.rest)
         self._release_poller()
         wakeup_close(&self._wakeup)
+        # `top` sees it no more (the page stays mapped: stats() reads it).
+        tm_page_closed(tm_page_of(self._tm), &self._page_fd)
+
+    @property
+    def _telemetry_page(self):
+        """(memfd, loop id) of the page `top` reads; memfd -1 where
+        there is none (closed, or not shareable here)."""
+        return self._page_fd, tm_page_of(self._tm).loop_id
 
 
 # ----------------------------------------------------------------------
@@ -1312,6 +1334,8 @@ def _after_fork_in_child():
         # Held writes of a fork from another thread are the parent's to send.
         loop._drop_flushes()
         xt_init(&loop._owners_lock)   # as the rings' locks
+        # The page is the parent's still: a copy of the child's own.
+        tm_page_after_fork(tm_page_of(loop._tm), &loop._page_fd)
         if not loop._closed:
             loop._forked = True
 

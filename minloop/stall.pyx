@@ -17,7 +17,8 @@ from libc.stdint cimport int64_t, uint64_t
 from .includes cimport (MINLOOP_TELEMETRY, MINLOOP_SAMPLES_STACKS, stall_watch,
                         stall_now_ns, stall_init, stall_destroy, stall_after_fork,
                         stall_wait, stall_stop, stall_end, stall_still_in,
-                        tm_callbacks, xt_load_int, xt_load_ulong)
+                        tm_callbacks, xt_load_int, xt_load_ulong, tm_page_of,
+                        tm_page_note, tm_page_stall_threshold, TM_NOTE_TEXT)
 from .handles cimport Handle
 from .loop cimport LoopCore
 
@@ -30,6 +31,7 @@ import threading
 import traceback
 
 from asyncio import futures as _aio_futures
+from asyncio import tasks as _aio_tasks
 
 cdef object _current_frames = sys._current_frames
 cdef object _get_ident = threading.get_ident
@@ -81,6 +83,14 @@ cdef class StallReport:
                 f' gc_time={self.gc_time:.3f}s>')
 
 
+cdef bytes _note_text(str text):
+    """text as UTF-8 that fits a note's field, cut at a character."""
+    cdef bytes b = text.encode('utf-8', 'replace')
+    if len(b) < TM_NOTE_TEXT:
+        return b
+    return b[:TM_NOTE_TEXT - 4].decode('utf-8', 'ignore').encode() + b'...'
+
+
 cdef str _describe(Handle handle):
     """The stalled callback as the report names it."""
     owner = getattr(handle._callback, '__self__', None)
@@ -109,7 +119,7 @@ cdef class StallWatch:
 
     def __cinit__(self, LoopCore loop, handler, double threshold):
         # In ns, a year at most (int64 holds 292 of them).
-        cdef int rc = stall_init(&self._w, &loop._tm,
+        cdef int rc = stall_init(&self._w, loop._tm,
                                  <int64_t>(min(threshold, MAX_THRESHOLD) * 1e9))
         if rc < 0:
             raise OSError(-rc, os.strerror(-rc))
@@ -160,6 +170,7 @@ cdef class StallWatch:
         self._thread = None
         if self._loop._stall is self:
             self._loop._stall_swap(None)
+            tm_page_stall_threshold(tm_page_of(self._loop._tm), 0)
 
     # ------------------------------------------------------------------
     # The watchdog's thread
@@ -194,6 +205,25 @@ cdef class StallWatch:
         raw.reverse()
         self._sample = raw
         self._sample_of = cb
+        self._note(cb, raw)
+
+    cdef _note(self, uint64_t cb, list raw):
+        # For `python -m minloop top` (src/telemetry_page.h): what stalls
+        # and where, in the loop's page, while it lasts.  The GIL is held:
+        # one writer.  The task is asyncio's current one for the loop (a
+        # plain callback has none); its repr may run on after the callback
+        # ended: the note names the callback by number, so top shows it
+        # only while that one runs.
+        try:
+            task = _aio_tasks.current_task(self._loop)
+            callback = repr(task) if task is not None else ''
+        except Exception:
+            callback = ''
+        where = ''
+        if raw:
+            where = '%s:%d in %s' % raw[-1]
+        tm_page_note(tm_page_of(self._loop._tm), cb, self._w.since,
+                     _note_text(callback), _note_text(where))
 
     # ------------------------------------------------------------------
     # The loop's thread
@@ -221,7 +251,7 @@ cdef class StallWatch:
     def _callback_ended(self, Handle handle):
         """The loop saw the flag as `handle` returned (loop.pyx)."""
         cdef int64_t end = stall_now_ns(), since = 0
-        cdef uint64_t cb = tm_callbacks(&self._loop._tm)
+        cdef uint64_t cb = tm_callbacks(self._loop._tm)
         if not stall_end(&self._w, cb, &since):
             return   # a flag of an earlier watch, or reported
         raw = self._sample if self._sample_of == cb else None
@@ -252,6 +282,7 @@ def set_stall_handler(LoopCore loop, handler, threshold):
             "its watchdog watches")
     if handler is None:
         old = loop._stall_swap(None)
+        tm_page_stall_threshold(tm_page_of(loop._tm), 0)
         if old is not None:
             old.stop()
         return
@@ -265,6 +296,8 @@ def set_stall_handler(LoopCore loop, handler, threshold):
         raise RuntimeError('Event loop is closed')
     watch = StallWatch(loop, handler, float(threshold))
     old = loop._stall_swap(watch)
+    tm_page_stall_threshold(tm_page_of(loop._tm),
+                            <int64_t>(min(float(threshold), MAX_THRESHOLD) * 1e9))
     watch.start()
     if old is not None:
         old.stop()

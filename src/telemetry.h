@@ -219,6 +219,14 @@ typedef struct {
     uint64_t timers_dropped;      /* still pending when the loop closed */
     uint64_t timers_max;
     uint64_t exceptions;
+    /* What the loop holds (for `top`, which reads them from another
+     * process: telemetry_page.h): the last batch of ready callbacks, and
+     * the fds watched and timers pending as of the last poll made (an
+     * iteration that skips the poll, with callbacks ready and no fd to
+     * watch, does not update them). */
+    uint64_t ready_now;
+    uint64_t timers_now;
+    uint64_t fds_now;
     /* The clock words, under `seq` (odd while the loop writes them).  Times
      * are ns of the loop's clock; 0 in run_since/sleep_since: not now. */
     uint32_t seq;
@@ -226,7 +234,7 @@ typedef struct {
     int64_t run_since;            /* the current run began */
     int64_t idle_ns;              /* time blocked in the poller, in runs */
     int64_t sleep_since;          /* the current sleep began */
-    int64_t woke;                 /* the last sleep ended (loop's thread only) */
+    int64_t woke;                 /* the last sleep ended (read by top) */
     tm_histogram lag;             /* timers: now - when, as they fire */
     tm_histogram busy;            /* from a poll's return to the next poll */
     /* The stall watchdog (src/stall.h): the `callbacks` count of the
@@ -262,7 +270,20 @@ static inline uint64_t tm_fd_events(const tm_loop *t) { return TM_LOAD(t->fd_eve
 #if MINLOOP_TELEMETRY
 
 static inline void tm_callback(tm_loop *t) { TM_BUMP(t->callbacks); }
-static inline void tm_batch(tm_loop *t, size_t ready) { TM_RAISE(t->ready_max, (uint64_t)ready); }
+/* Once an iteration, as it runs its batch of ready callbacks. */
+static inline void tm_batch(tm_loop *t, size_t ready)
+{
+    TM_RAISE(t->ready_max, (uint64_t)ready);
+    TM_STORE(t->ready_now, (uint64_t)ready);
+}
+
+/* A poll is made (a syscall follows anyway): the fds watched and the
+ * timers pending then. */
+static inline void tm_polling(tm_loop *t, uint64_t fds, size_t timers)
+{
+    TM_STORE(t->fds_now, fds);
+    TM_STORE(t->timers_now, (uint64_t)timers);
+}
 static inline void tm_poll_immediate(tm_loop *t) { TM_BUMP(t->polls_immediate); }
 
 /* The timers pending as an iteration pops the due ones (its high-water
@@ -316,7 +337,7 @@ static inline void tm_run_begin(tm_loop *t, double now)
     tm_clock_begin(t);
     TM_STORE(t->run_since, ns);
     tm_clock_end(t);
-    t->woke = ns;
+    TM_STORE(t->woke, ns);
 }
 
 static inline void tm_run_end(tm_loop *t, double now)
@@ -351,7 +372,7 @@ static inline void tm_sleep_end(tm_loop *t, double now)
         TM_STORE(t->idle_ns, TM_LOAD(t->idle_ns) + (ns - since));
     TM_STORE(t->sleep_since, 0);
     tm_clock_end(t);
-    t->woke = ns;
+    TM_STORE(t->woke, ns);
 }
 
 /* The stall watchdog's word (src/stall.h).  As each callback returns, an
@@ -372,6 +393,8 @@ static inline int tm_stalled(const tm_loop *t) { (void)t; return 0; }
 static inline uint64_t tm_callbacks(const tm_loop *t) { (void)t; return 0; }
 static inline void tm_callback(tm_loop *t) { (void)t; }
 static inline void tm_batch(tm_loop *t, size_t ready) { (void)t; (void)ready; }
+static inline void tm_polling(tm_loop *t, uint64_t fds, size_t timers)
+{ (void)t; (void)fds; (void)timers; }
 static inline void tm_poll_immediate(tm_loop *t) { (void)t; }
 static inline void tm_timers_pending(tm_loop *t, size_t live) { (void)t; (void)live; }
 static inline void tm_timer_fired(tm_loop *t, double now, double when)
@@ -411,6 +434,20 @@ static inline void tm_read_counters(const tm_loop *t, tm_counters *out)
     out->timers_dropped = TM_LOAD(t->timers_dropped);
     out->timers_max = TM_LOAD(t->timers_max);
     out->exceptions = TM_LOAD(t->exceptions);
+#endif
+}
+
+/* What the loop held as of its last iteration (telemetry_page.h's top). */
+static inline void tm_read_held(const tm_loop *t, uint64_t *ready, uint64_t *timers,
+                                uint64_t *fds)
+{
+#if MINLOOP_TELEMETRY
+    *ready = TM_LOAD(t->ready_now);
+    *timers = TM_LOAD(t->timers_now);
+    *fds = TM_LOAD(t->fds_now);
+#else
+    (void)t;
+    *ready = *timers = *fds = 0;
 #endif
 }
 
