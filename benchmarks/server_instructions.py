@@ -43,7 +43,8 @@ from minloop.bench import loops, servers  # noqa: E402
 from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn",
+         "streams-msg", "protocol-msg")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
@@ -140,7 +141,7 @@ async def _main(kind, conns, round_trips, depth):
     if kind == "uvicorn":
         port = await _start_uvicorn(keep)
     else:
-        port = (await servers.start(kind, 0, None, keep))["port"]
+        port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
     mode = "http" if kind in ("http", "uvicorn") else "echo"
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
@@ -193,8 +194,9 @@ def _callgrind_by_object(path):
         else:
             # Code inlined from a header is printed without its object:
             # a Cython module's functions name it (__pyx_f_7minloop_6stream_...).
-            module = re.search(r"__pyx_\w+?_\d+(minloop|httptools|uvloop)_\d+([a-z_]+?)_", name)
-            obj = f"{module.group(2)}.so" if module else "?"
+            # The module's name is prefixed with its length (13stream_reader).
+            module = re.search(r"__pyx_[a-z]+_\d+(?:minloop|httptools|uvloop)_(\d+)(\w+)", name)
+            obj = f"{module.group(2)[:int(module.group(1))]}.so" if module else "?"
         objects[re.sub(r"\.cpython-.*\.so$", ".so", obj)] += count
         functions[name] += count
     return objects, functions
