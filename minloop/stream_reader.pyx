@@ -21,8 +21,8 @@ What it checks, and what it assumes:
   and _wakeup_waiter are not attributes of the instance itself (a mock);
 * the instance attributes (`_stream_reader_wr`, `_eof`, `_buffer`,
   `_waiter`, `_transport`, `_paused`, `_limit`) are read and set where
-  the instance keeps them: in its __dict__ on 3.10 and from 3.13, by
-  attribute access on 3.11 and 3.12, where making that __dict__ would slow
+  the instance keeps them: in its __dict__ on 3.10 and 3.13, by attribute
+  access on 3.11, 3.12 and from 3.14, where making that __dict__ would slow
   asyncio's own code on the instance (py_compat.h says why).  For names
   the class has nothing under, or only a function, both are one lookup.
 Until the bytes are in the reader's buffer nothing here runs Python code (so
@@ -32,7 +32,7 @@ data_received() repeats only lookups that have no effects.
 What differs from asyncio: no Python frames, so sys.setprofile()/settrace()
 do not see the four calls and a traceback out of them shows this module;
 the bytes go from the loop's read buffer into the reader's bytearray
-without a bytes object in between; from 3.13 the reader and its protocol
+without a bytes object in between; on 3.13 the reader and its protocol
 each get their __dict__ made on the first read (a dict object sharing the
 values the instance keeps inline; vars(obj) would make the same).
 """
