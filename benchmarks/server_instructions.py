@@ -50,7 +50,8 @@ SIZE = 1024
 # field, written to the file this variable names.
 _RUSAGE_ENV = "MINLOOP_SERVER_RUSAGE"
 _RUSAGE_FIELDS = ("ru_minflt", "ru_nvcsw", "ru_nivcsw", "ru_utime", "ru_stime")
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp",
+         "streams-msg", "protocol-msg")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
@@ -151,7 +152,7 @@ async def _main(kind, conns, round_trips, depth):
 
         port = await start_app("aiohttp-text", keep)
     else:
-        port = (await servers.start(kind, 0, None, keep))["port"]
+        port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
     mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"
     before = resource.getrusage(resource.RUSAGE_SELF)
     client = await asyncio.create_subprocess_exec(
@@ -212,8 +213,9 @@ def _callgrind_by_object(path):
         else:
             # Code inlined from a header is printed without its object:
             # a Cython module's functions name it (__pyx_f_7minloop_6stream_...).
-            module = re.search(r"__pyx_\w+?_\d+(minloop|httptools|uvloop)_\d+([a-z_]+?)_", name)
-            obj = f"{module.group(2)}.so" if module else "?"
+            # The module's name is prefixed with its length (13stream_reader).
+            module = re.search(r"__pyx_[a-z]+_\d+(?:minloop|httptools|uvloop)_(\d+)(\w+)", name)
+            obj = f"{module.group(2)[:int(module.group(1))]}.so" if module else "?"
         objects[re.sub(r"\.cpython-.*\.so$", ".so", obj)] += count
         functions[name] += count
     return objects, functions

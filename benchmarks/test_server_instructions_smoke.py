@@ -24,7 +24,8 @@ NEEDS = {"http": "httptools", "uvicorn": "uvicorn"}
 @pytest.mark.parametrize("loop", ["minloop", "asyncio"])
 @pytest.mark.parametrize("kind, depth", [("streams", 1), ("sock", 1), ("protocol", 1),
                                          ("buffered", 1), ("protocol", 4), ("http", 1),
-                                         ("http", 8), ("uvicorn", 1)])
+                                         ("http", 8), ("uvicorn", 1),
+                                         ("streams-msg", 16), ("protocol-msg", 16)])
 def test_kind_runs_to_the_end(kind, depth, loop):
     if kind in NEEDS:
         pytest.importorskip(NEEDS[kind])

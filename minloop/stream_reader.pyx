@@ -21,8 +21,8 @@ What it checks, and what it assumes:
   and _wakeup_waiter are not attributes of the instance itself (a mock);
 * the instance attributes (`_stream_reader_wr`, `_eof`, `_buffer`,
   `_waiter`, `_transport`, `_paused`, `_limit`) are read and set where
-  the instance keeps them: in its __dict__ on 3.10 and from 3.13, by
-  attribute access on 3.11 and 3.12, where making that __dict__ would slow
+  the instance keeps them: in its __dict__ on 3.10 and 3.13, by attribute
+  access on 3.11, 3.12 and from 3.14, where making that __dict__ would slow
   asyncio's own code on the instance (py_compat.h says why).  For names
   the class has nothing under, or only a function, both are one lookup.
 Until the bytes are in the reader's buffer nothing here runs Python code (so
@@ -32,12 +32,13 @@ data_received() repeats only lookups that have no effects.
 What differs from asyncio: no Python frames, so sys.setprofile()/settrace()
 do not see the four calls and a traceback out of them shows this module;
 the bytes go from the loop's read buffer into the reader's bytearray
-without a bytes object in between; from 3.13 the reader and its protocol
+without a bytes object in between; on 3.13 the reader and its protocol
 each get their __dict__ made on the first read (a dict object sharing the
 values the instance keeps inline; vars(obj) would make the same).
 """
 
 import weakref
+from asyncio import futures as _aio_futures
 from asyncio import streams as _aio_streams
 
 cimport cython
@@ -125,6 +126,29 @@ cdef bint is_stream_reader_protocol(object protocol) noexcept:
 
 cdef object _MISSING = object()
 
+# The reader's waiter is the loop's create_future(): asyncio's Future, the
+# C one unless _asyncio is missing.  The C type is immutable, so what
+# `waiter.cancelled()` and `waiter.set_result(None)` call is known at import,
+# unless the instance has attributes of its own; calling the type's methods
+# directly skips the two method lookups per read.  (The Python Future's
+# class can be changed: not for it.)
+cdef type _CFuture = _aio_futures.Future
+cdef object _future_cancelled = None
+cdef object _future_set_result = None
+if (_CFuture.__flags__ & (1 << 8)      # Py_TPFLAGS_IMMUTABLETYPE
+        and (<getattro_type *>_CFuture).tp_getattro == generic_getattr):
+    _future_cancelled = _CFuture.cancelled
+    _future_set_result = _CFuture.set_result
+
+
+cdef inline bint _plain_c_future(obj) noexcept:
+    """Whether obj.cancelled and obj.set_result are _CFuture's methods."""
+    cdef Py_ssize_t offset
+    if _future_cancelled is None or type(obj) is not _CFuture:
+        return False
+    offset = (<PyTypeObject *>_CFuture).tp_dictoffset
+    return offset == 0 or (offset > 0 and (<PyObject **>(<char *><PyObject *>obj + offset))[0] == NULL)
+
 # The instance attributes are read where this build reads them cheaply
 # without changing the instance (py_compat.h, MINLOOP_READS_INSTANCE_DICT):
 # in obj.__dict__, or by attribute access.  For the names read here (which
@@ -209,7 +233,10 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
         waiter = reader._waiter     # AttributeError, as there
     if waiter is not None:
         _set_own(attrs, '_waiter', None)
-        if not waiter.cancelled():
+        if _plain_c_future(waiter):
+            if not _future_cancelled(waiter):
+                _future_set_result(waiter, None)
+        elif not waiter.cancelled():
             waiter.set_result(None)
         # Python code may have run (a __dict__ replaced): look again.
         attrs = _attributes(reader)

@@ -67,14 +67,21 @@ compat_type_version(PyObject *t)
  * StreamReaderProtocol instances (its own names, which their classes have
  * nothing under or only a function under).
  * 1: in obj.__dict__ (PyObject_GenericGetDict), a dict lookup.  On 3.10
- * every instance has that dict already; from 3.13 a __dict__ made for an
+ * every instance has that dict already; on 3.13 a __dict__ made for an
  * instance shares its inline values (gh-115776), so asyncio's own
  * specialised attribute reads on it run as before.
- * 0: by attribute access.  On 3.11 and 3.12 making the __dict__ moves the
- * values out of the instance, and asyncio's own code on it then takes
- * slower paths: per streams echo round trip +3.6k instructions on 3.11
- * and +5.5k on 3.12, more than the dict lookups save. */
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+ * 0: by attribute access, which reads the inline values without making the
+ * __dict__.  On 3.11 and 3.12 making the __dict__ moves the values out of
+ * the instance, and asyncio's own code on it then takes slower paths: per
+ * streams echo round trip +3.6k instructions on 3.11 and +5.5k on 3.12,
+ * more than the dict lookups save.  From 3.14 the specializer gives up on
+ * any attribute of an instance whose __dict__ is made (specialize.c,
+ * specialize_dict_access: "dict was created, fail specialization"), so
+ * every `self._buffer` of StreamReader.readexactly() and the rest ran as a
+ * generic LOAD_ATTR: 7 a message, ~900 instructions (callgrind, 3.14.10,
+ * benchmarks/server_instructions.py --kind streams-msg --depth 16). */
+#if (PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000) \
+    || PY_VERSION_HEX >= 0x030E0000
 #define MINLOOP_READS_INSTANCE_DICT 0
 #else
 #define MINLOOP_READS_INSTANCE_DICT 1

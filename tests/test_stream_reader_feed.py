@@ -154,6 +154,29 @@ def test_cancelled_waiter_is_dropped_not_set(loop):
     assert contexts == []
 
 
+@pytest.mark.parametrize("method", ["cancelled", "set_result"])
+def test_waiter_methods_of_its_own_are_called(loop, method):
+    # feed_data() wakes the waiter with waiter.cancelled() and
+    # waiter.set_result(None): a future with an attribute of its own under
+    # either name has that called, not Future's method.
+    calls = []
+
+    async def go(reader, writer, peer):
+        waiter = reader._waiter = loop.create_future()
+        real = getattr(waiter, method)
+
+        def own(*args):
+            calls.append(args)
+            return real(*args)
+
+        setattr(waiter, method, own)
+        await send(loop, peer, b"data")
+        return reader._waiter, waiter.done(), bytes(reader._buffer)
+
+    assert run(loop, go) == (None, True, b"data")
+    assert calls == [()] if method == "cancelled" else [(None,)]
+
+
 def test_protocol_subclass_gets_data_received(loop):
     calls = []
 
