@@ -186,6 +186,20 @@ def test_call_soon_signature(loop):
     assert str(inspect.signature(loop.call_soon)) == "(callback, *args, context=None)"
 
 
+def test_call_soon_on_a_subclass_of_the_loop_class(loop):
+    """A loop class's subclass schedules callbacks as the class does."""
+    sub = type("SubLoop", (type(loop),), {})()
+    try:
+        seen = []
+        sub.call_soon(seen.append, 1)
+        sub.call_soon(seen.append, 2, context=contextvars.copy_context())
+        sub.call_soon(sub.stop)
+        sub.run_forever()
+        assert seen == [1, 2]
+    finally:
+        sub.close()
+
+
 def test_call_soon_unbound_checks_self(loop, minloop_only):
     """LoopCore.call_soon called on something not a loop raises TypeError
     (it read the object as a loop and crashed)."""
