@@ -1274,12 +1274,6 @@ cdef class LoopCore:
 # Cython's parser matches only by value (about 125 instructions per task
 # step on 3.11); that entry matches it by identity.
 
-cdef extern from "soon_method.h":
-    ctypedef object (*soon_body)(object, object, object, object)
-    int soon_method_install(object owner, const char *name, soon_body body,
-                            const char *doc) except -1
-
-
 cdef object _call_soon(object loop, object callback, object args, object context):
     """LoopCore.call_soon(callback, *args, context=None): its body, called
     by the entry with `loop` a LoopCore (checked) and `args` a tuple."""
