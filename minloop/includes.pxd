@@ -269,6 +269,13 @@ cdef extern from "socket_object.h":
         long long sock_timeout
 
 
+# LoopCore.call_soon's Python entry (loop.pyx installs it over its body).
+cdef extern from "soon_method.h":
+    ctypedef object (*soon_body)(object, object, object, object)
+    int soon_method_install(object owner, const char *name, soon_body body,
+                            const char *doc) except -1
+
+
 # contextvars.Context's variables, read directly where this build knows its
 # layout (handles.pyx confirms it at import time).
 cdef extern from "context_layout.h":

@@ -408,24 +408,8 @@ cdef class LoopCore:
         """A handle that is not scheduled (a signal handler's)."""
         return new_handle(callback, args, self, None, xt_load_int(&self._debug))
 
-    def call_soon(self, callback, *args, context=None):
-        """Arrange for a callback to be called as soon as possible.
-
-        Callbacks run in the order in which they are registered, each
-        exactly once.
-        """
-        _check_open(self)
-        cdef bint debug = xt_load_int(&self._debug)
-        if debug:
-            self._check_thread_fast()
-            self._check_callback_fast(callback, 'call_soon')
-        elif not PyCallable_Check(callback):
-            # asyncio only checks in debug mode and then fails later inside
-            # the loop; failing here, at the caller, is cheap and clearer.
-            self._check_callback_fast(callback, 'call_soon')
-        cdef Handle handle = new_handle(callback, args, self, context, debug)
-        self._push_ready(handle)
-        return handle
+    # call_soon(callback, *args, context=None) is _call_soon, below the
+    # class, behind the entry src/soon_method.h parses its arguments with.
 
     def call_soon_threadsafe(self, callback, *args, context=None):
         """Like call_soon(), but thread-safe."""
@@ -1302,6 +1286,38 @@ cdef class LoopCore:
         """(memfd, loop id) of the page `top` reads; memfd -1 where
         there is none (closed, or not shareable here)."""
         return self._page_fd, tm_page_of(self._tm).loop_id
+
+
+# ----------------------------------------------------------------------
+# call_soon
+#
+# Its Python entry is src/soon_method.h's rather than Cython's: asyncio's C
+# Task passes context= under a keyword-name object of its own, which
+# Cython's parser matches only by value (about 125 instructions per task
+# step on 3.11); that entry matches it by identity.
+
+cdef object _call_soon(object loop, object callback, object args, object context):
+    """LoopCore.call_soon(callback, *args, context=None): its body, called
+    by the entry with `loop` a LoopCore (checked) and `args` a tuple."""
+    cdef LoopCore self = <LoopCore>loop
+    _check_open(self)
+    cdef bint debug = xt_load_int(&self._debug)
+    if debug:
+        self._check_thread_fast()
+        self._check_callback_fast(callback, 'call_soon')
+    elif not PyCallable_Check(callback):
+        # asyncio only checks in debug mode and then fails later inside
+        # the loop; failing here, at the caller, is cheap and clearer.
+        self._check_callback_fast(callback, 'call_soon')
+    cdef Handle handle = new_handle(callback, <tuple>args, self, context, debug)
+    self._push_ready(handle)
+    return handle
+
+
+soon_method_install(LoopCore, b"call_soon", <soon_body>_call_soon,
+                    b"Arrange for a callback to be called as soon as possible.\n\n"
+                    b"Callbacks run in the order in which they are registered, each\n"
+                    b"exactly once.")
 
 
 # ----------------------------------------------------------------------

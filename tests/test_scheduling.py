@@ -87,6 +87,131 @@ def test_callback_changes_to_context_stay_in_that_context(loop, run_briefly):
     assert var.get() == "unset"
 
 
+def _fresh_str(text):
+    """An equal str that is a new object, not the interned one (asyncio's C
+    Task passes such a "context" keyword name to call_soon)."""
+    fresh = "".join([text[:1], text[1:]])
+    assert fresh == text and fresh is not sys.intern(text)
+    return fresh
+
+
+def test_call_soon_context_keyword_of_any_identity(loop, run_briefly):
+    """context= is taken whatever object spells the keyword name: the
+    interned "context", a new equal string (the same one again, and another
+    one), a str subclass."""
+    class Name(str):
+        pass
+
+    first, second = _fresh_str("context"), _fresh_str("context")
+    names = [first, first, second, "context", Name("context"), first]
+    seen = []
+    for i, name in enumerate(names):
+        ctx = contextvars.copy_context()
+        ctx.run(var.set, f"ctx{i}")
+        loop.call_soon(lambda i=i: seen.append((i, var.get())), **{name: ctx})
+    run_briefly(loop)
+    assert seen == [(i, f"ctx{i}") for i in range(len(names))]
+    assert var.get() == "unset"
+
+
+def test_call_soon_callback_by_keyword_and_through_partial(loop, run_briefly):
+    """callback= works as a keyword (asyncio's is an ordinary parameter),
+    and functools.partial's keywords reach call_soon."""
+    import functools
+    ctx = contextvars.copy_context()
+    ctx.run(var.set, "partial")
+    seen = []
+    loop.call_soon(callback=lambda: seen.append("kw"))
+    functools.partial(loop.call_soon, context=ctx)(lambda a: seen.append((a, var.get())), 1)
+    functools.partial(loop.call_soon, lambda: seen.append("bare"))()
+    run_briefly(loop)
+    assert seen == ["kw", (1, "partial"), "bare"]
+
+
+@pytest.mark.parametrize("args, kwargs, words", [
+    ((), {}, ()),
+    ((), {"context": None}, ()),
+    ((print,), {"x": 1}, ("unexpected keyword argument 'x'",)),
+    ((print,), {_fresh_str("contexy"): 1}, ("unexpected keyword argument 'contexy'",)),
+    ((print,), {"context": None, "y": 1}, ("unexpected keyword argument 'y'",)),
+    ((print,), {"callback": print}, ("multiple values", "'callback'")),
+], ids=["nothing", "only-context", "unknown", "unknown-fresh-str", "context-and-unknown",
+        "callback-twice"])
+def test_call_soon_rejects_bad_arguments(loop, run_briefly, args, kwargs, words):
+    """Bad calls raise TypeError (the message names the offending keyword)
+    and schedule nothing."""
+    called = []
+    args = tuple(called.append if a is print else a for a in args)
+    kwargs = {k: called.append if v is print else v for k, v in kwargs.items()}
+    with pytest.raises(TypeError) as info:
+        loop.call_soon(*args, **kwargs)
+    for word in words:
+        assert word in str(info.value)
+    run_briefly(loop)
+    assert called == []
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11),
+                    reason="create_task(context=) is new in Python 3.11")
+def test_task_and_future_callbacks_get_their_context(loop):
+    """The C Task and Future pass context= to call_soon under their own
+    keyword-name object: a task made with context= runs every step in it,
+    and a done callback added with context= runs in that one."""
+    seen = []
+
+    async def body():
+        for _ in range(3):
+            seen.append(var.get())
+            await asyncio.sleep(0)
+        return var.get()
+
+    async def main():
+        ctx = contextvars.copy_context()
+        ctx.run(var.set, "task-ctx")
+        task = loop.create_task(body(), context=ctx)
+        cb_ctx = contextvars.copy_context()
+        cb_ctx.run(var.set, "cb-ctx")
+        fut = loop.create_future()
+        fut.add_done_callback(lambda f: seen.append(var.get()), context=cb_ctx)
+        fut.set_result(None)
+        return await task
+
+    assert loop.run_until_complete(main()) == "task-ctx"
+    assert sorted(seen) == ["cb-ctx"] + ["task-ctx"] * 3
+
+
+def test_call_soon_signature(loop):
+    """inspect.signature() shows asyncio's signature."""
+    import inspect
+    assert str(inspect.signature(loop.call_soon)) == "(callback, *args, context=None)"
+
+
+def test_call_soon_on_a_subclass_of_the_loop_class(loop):
+    """A loop class's subclass schedules callbacks as the class does."""
+    sub = type("SubLoop", (type(loop),), {})()
+    try:
+        seen = []
+        sub.call_soon(seen.append, 1)
+        sub.call_soon(seen.append, 2, context=contextvars.copy_context())
+        sub.call_soon(sub.stop)
+        sub.run_forever()
+        assert seen == [1, 2]
+    finally:
+        sub.close()
+
+
+def test_call_soon_unbound_checks_self(loop, minloop_only):
+    """LoopCore.call_soon called on something not a loop raises TypeError
+    (it read the object as a loop and crashed)."""
+    cls = type(loop).__mro__[1]
+    assert cls.__name__ == "LoopCore"
+    for bad in (object(), None, 1):
+        with pytest.raises(TypeError):
+            cls.call_soon(bad, print)
+    with pytest.raises(TypeError):
+        cls.call_soon()
+
+
 def test_call_soon_default_context_is_a_copy_of_the_current(loop, run_briefly):
     """Without context=, the callback sees a copy of the caller's context at call_soon time."""
     seen = []

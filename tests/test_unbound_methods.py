@@ -9,7 +9,9 @@ Run in a child process: the failure this guards against is a crash.
 
 Not LoopCore's methods: loops are instances of the subclass Loop, so the
 descriptor's check would cost every call of a loop method a subtype walk
-(loop.pyx keeps Cython's function type, and that gap, on purpose)."""
+(loop.pyx keeps Cython's function type, and that gap, on purpose).  call_soon
+is the exception: its entry is src/soon_method.h's, which checks (cheaply);
+tests/test_scheduling.py tests that."""
 
 import subprocess
 import sys
