@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import shutil
@@ -53,8 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # An in-place build lives in the repository root; an installed minloop wins.
 sys.path.append(os.path.dirname(HERE))
 
-from minloop.bench import loops, options, procs, report, rows  # noqa: E402
-from minloop.bench.client import cpus_busy, proc_cpu, proc_user_cpu  # noqa: E402
+from minloop.bench import loops, options, procs, report, rows, servers  # noqa: E402
+from minloop.bench.client import proc_cpu, proc_user_cpu  # noqa: E402
 
 TEXT = b"Hello, world!"
 JSON_BODY = {"message": "Hello, world!", "items": [1, 2, 3], "ok": True}
@@ -220,14 +219,7 @@ def serve(app: str, loop_name: str, cpu: int | None) -> int:
         _say({"unsupported": f"loop unavailable: {exc}"})
         return 3
     asyncio.set_event_loop(loop)
-    errors: list[str] = []
-
-    def on_error(loop, context):
-        if len(errors) < 5:
-            exc = context.get("exception")
-            errors.append(context.get("message", "") + (f": {exc!r}" if exc else ""))
-
-    loop.set_exception_handler(on_error)
+    errors = servers.collect_errors(loop)
     keep: list = []
     try:
         port = loop.run_until_complete(start_app(app, keep))
@@ -378,7 +370,7 @@ def _taskset(cpu: int | None) -> list[str]:
 
 
 def _wrk(row, server, pin, settings) -> dict:
-    from net_compare import parse_wrk
+    from net_compare import run_wrk
 
     host, port = server.address["host"], server.address["port"]
     if settings.warmup > 0:
@@ -386,28 +378,7 @@ def _wrk(row, server, pin, settings) -> dict:
             _http_warmup(host, port, settings.warmup)
         except (OSError, ValueError, StopIteration) as exc:
             raise Failed(f"warm-up: {type(exc).__name__}: {exc}") from None
-    seconds = max(1, round(settings.duration))
-    cmd = _taskset(pin.client) + ["wrk", "-t1", f"-c{row.conns}", f"-d{seconds}s",
-                                  "--latency", f"http://{host}:{port}/"]
-    children = _children_cpu()
-    cpu0, user0 = proc_cpu(server.pid), proc_user_cpu(server.pid)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        text, _ = proc.communicate(timeout=seconds + 30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise Failed("wrk timed out") from None
-    cpu1, user1 = proc_cpu(server.pid), proc_user_cpu(server.pid)
-    client_cpu = _children_cpu() - children
-    if proc.returncode != 0:
-        raise Failed(f"wrk exit status {proc.returncode}: {text.strip()[-200:]}")
-    parsed = parse_wrk(text)
-    return {"seconds": parsed["seconds"], "round_trips": parsed["requests"],
-            "server_cpu": -1.0 if None in (cpu0, cpu1) else cpu1 - cpu0,
-            "server_user_cpu": -1.0 if None in (user0, user1) else user1 - user0,
-            "client_cpu": client_cpu, "p50": parsed["p50"], "p99": parsed["p99"],
-            "problems": parsed["problems"]}
+    return run_wrk(_taskset(pin.client), host, port, row.conns, settings.duration, server.pid)
 
 
 def _own_client(row, server, pin, settings) -> dict:
@@ -448,36 +419,15 @@ def measure(row, loop_name: str, settings, pin: procs.Pinning, have_wrk: bool) -
         return {"na": str(exc)}
     except Failed as exc:
         return {"error": str(exc)}
+    from net_compare import timed_window, with_rates
+
     cpus = [c for c in (pin.server, pin.client) if c is not None] or sorted(
         os.sched_getaffinity(0))
-    before = (time.monotonic(), cpus_busy(cpus), proc_cpu(server.pid), _children_cpu())
-    try:
-        sample = (_wrk if row.mode == "http" else _own_client)(row, server, pin, settings)
-        after = (time.monotonic(), cpus_busy(cpus), proc_cpu(server.pid), _children_cpu())
-    except Failed as exc:
-        server.stop()
-        problems = server.problems()
-        return {"error": str(exc) + (f" ({problems[0]})" if problems else "")}
-    finally:
-        if server.proc.poll() is None:
-            server.stop()
-    sample["problems"] += server.problems()
-    if None not in (before[1], after[1], before[2], after[2]):
-        ours = (after[2] - before[2]) + (after[3] - before[3])
-        other = (after[1] - before[1]) - ours
-        sample["other_load"] = max(0.0, other / ((after[0] - before[0]) * len(cpus)))
-    seconds, trips = sample["seconds"], sample["round_trips"]
-    if trips <= 0 or seconds <= 0:
-        return {"error": "no requests in the timed window"}
-    sample["bytes"] = 0
-    sample["rate"] = trips / seconds
-    if sample["server_cpu"] >= 0:
-        sample["server_us"] = sample["server_cpu"] / trips * 1e6
-        sample["server_util"] = sample["server_cpu"] / seconds
-    if sample["server_user_cpu"] >= 0:
-        sample["server_user_us"] = sample["server_user_cpu"] / trips * 1e6
-    sample["client_util"] = sample["client_cpu"] / seconds
-    return sample
+    run = _wrk if row.mode == "http" else _own_client
+    sample = timed_window(server, cpus, _children_cpu, lambda: run(row, server, pin, settings))
+    if "error" not in sample:
+        sample["bytes"] = 0
+    return with_rates(sample, "requests")
 
 
 # ---------------------------------------------------------------------------

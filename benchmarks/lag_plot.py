@@ -21,7 +21,6 @@ The picture's caption and README's figures come from the printed summary of the 
 import argparse
 import asyncio
 import json
-import os
 import platform
 import shutil
 import socket
@@ -43,14 +42,8 @@ def make_app(mode, every, block):
 
     async def app(scope, receive, send):
         nonlocal count
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+        if scope["type"] != "http":
+            return
         count += 1
         if mode == "blocking" and count % every == 0:
             time.sleep(block)   # the synchronous call an async endpoint should not make
@@ -71,7 +64,7 @@ async def serve_and_load(mode, args):
 
     port = free_port()
     config = uvicorn.Config(make_app(mode, args.every, args.block), host="127.0.0.1",
-                            port=port, loop="none", http="httptools", lifespan="on",
+                            port=port, loop="none", http="httptools", lifespan="off",
                             log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     serving = asyncio.ensure_future(server.serve())

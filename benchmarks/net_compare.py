@@ -237,12 +237,20 @@ def _http(row: rows.Row, server: Server, tools: Tools, duration: float,
                                 "--reply-len", str(HTTP_RESPONSE_LEN),
                                 "--duration", "0.05", "--warmup", f"{warmup:g}"],
                 warmup + 30)
+    return run_wrk(tools.client, host, port, row.conns, duration, server.pid)
+
+
+def run_wrk(prefix: list[str], host: str, port: int, conns: int, duration: float,
+            server_pid: int) -> dict:
+    """wrk -t1 against host:port for `duration` (whole seconds: wrk's unit),
+    started through `prefix` (taskset), as a sample in the bench's terms with
+    the server's CPU over the run."""
     seconds = max(1, round(duration))
-    cmd = tools.client + ["wrk", "-t1", f"-c{row.conns}", f"-d{seconds}s", "--latency",
-                          f"http://{host}:{port}/"]
+    cmd = prefix + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency",
+                    f"http://{host}:{port}/"]
     children_before = _children_cpu()
-    cpu_before = proc_cpu(server.pid)
-    user_before = proc_user_cpu(server.pid)
+    cpu_before = proc_cpu(server_pid)
+    user_before = proc_user_cpu(server_pid)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         text, _ = proc.communicate(timeout=seconds + 30)
@@ -250,8 +258,8 @@ def _http(row: rows.Row, server: Server, tools: Tools, duration: float,
         proc.kill()
         proc.communicate()
         raise Failed("wrk timed out") from None
-    cpu_after = proc_cpu(server.pid)
-    user_after = proc_user_cpu(server.pid)
+    cpu_after = proc_cpu(server_pid)
+    user_after = proc_user_cpu(server_pid)
     # Reaping wrk (taskset execs it: one process) added exactly its usage to
     # this process's RUSAGE_CHILDREN; nothing else was reaped meanwhile.
     wrk_cpu = _children_cpu() - children_before
@@ -278,13 +286,20 @@ def measure(row: rows.Row, loop_name: str, settings: Settings, tools: Tools) -> 
         return {"na": str(exc)}
     except Failed as exc:
         return {"error": str(exc)}
-    # What else ran on the benchmark's CPUs meanwhile: their busy time less
-    # the server's, the load generator's and this driver's.
-    before = (time.monotonic(), cpus_busy(tools.cpus), proc_cpu(server.pid), _own_cpu())
+    run = _http if transport(row) == "http" else _echo
+    sample = timed_window(server, tools.cpus, _own_cpu,
+                          lambda: run(row, server, tools, settings.duration, settings.warmup))
+    return with_rates(sample, "round trips")
+
+
+def timed_window(server, cpus: list[int], own_cpu, run) -> dict:
+    """run()'s sample against `server` (then stopped), with what else ran on
+    the benchmark's CPUs meanwhile: their busy time less the server's, the
+    load generator's and this driver's (own_cpu()); or {"error": ...}."""
+    before = (time.monotonic(), cpus_busy(cpus), proc_cpu(server.pid), own_cpu())
     try:
-        run = _http if transport(row) == "http" else _echo
-        sample = run(row, server, tools, settings.duration, settings.warmup)
-        after = (time.monotonic(), cpus_busy(tools.cpus), proc_cpu(server.pid), _own_cpu())
+        sample = run()
+        after = (time.monotonic(), cpus_busy(cpus), proc_cpu(server.pid), own_cpu())
     except Failed as exc:
         server.stop()
         problems = server.problems()
@@ -296,17 +311,25 @@ def measure(row: rows.Row, loop_name: str, settings: Settings, tools: Tools) -> 
     if None not in (before[1], after[1], before[2], after[2]):
         ours = (after[2] - before[2]) + (after[3] - before[3])
         other = (after[1] - before[1]) - ours
-        sample["other_load"] = max(0.0, other / ((after[0] - before[0]) * len(tools.cpus)))
-    seconds, round_trips = sample["seconds"], sample["round_trips"]
-    if round_trips <= 0 or seconds <= 0:
-        return {"error": "no round trips in the timed window"}
-    sample["rate"] = round_trips / seconds
+        sample["other_load"] = max(0.0, other / ((after[0] - before[0]) * len(cpus)))
+    return sample
+
+
+def with_rates(sample: dict, what: str) -> dict:
+    """The sample's rates per second and CPU per operation (`what`: the
+    operations' name, for the error when there were none)."""
+    if "error" in sample:
+        return sample
+    seconds, count = sample["seconds"], sample["round_trips"]
+    if count <= 0 or seconds <= 0:
+        return {"error": f"no {what} in the timed window"}
+    sample["rate"] = count / seconds
     sample["mb_s"] = sample["bytes"] / seconds / 1e6 if sample["bytes"] else None
     if sample["server_cpu"] >= 0:
-        sample["server_us"] = sample["server_cpu"] / round_trips * 1e6
+        sample["server_us"] = sample["server_cpu"] / count * 1e6
         sample["server_util"] = sample["server_cpu"] / seconds
     if sample["server_user_cpu"] >= 0:
-        sample["server_user_us"] = sample["server_user_cpu"] / round_trips * 1e6
+        sample["server_user_us"] = sample["server_user_cpu"] / count * 1e6
     if sample["client_cpu"] is not None:
         sample["client_util"] = sample["client_cpu"] / seconds
     return sample

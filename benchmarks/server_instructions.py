@@ -34,7 +34,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -112,45 +111,12 @@ for s in socks:
 """.replace("REQUEST", repr(HTTP_REQUEST)).replace("import selectors", "import re, selectors")
 
 
-async def _plain_text_app(scope, receive, send):
-    # The plain-text ASGI app of the usual uvicorn benchmarks.
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain"),
-                            (b"content-length", b"13")]})
-    await send({"type": "http.response.body", "body": b"Hello, world!"})
-
-
-async def _start_uvicorn(keep):
-    import uvicorn
-
-    # proto given: asyncio turns Nagle's algorithm off only for sockets that
-    # say IPPROTO_TCP (and those accepted from them), as uvicorn's own do.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(_plain_text_app, http="httptools", lifespan="off",
-                            access_log=False, log_level="warning")
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None   # older uvicorns
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-        if task.done():
-            task.result()
-    keep.append((server, task))
-    return sock.getsockname()[1]
-
-
 async def _main(kind, conns, round_trips, depth):
     keep = []
-    if kind == "uvicorn":
-        port = await _start_uvicorn(keep)
-    elif kind == "aiohttp":
-        from apps import start_app   # benchmarks/apps.py: its aiohttp.web app
+    if kind in ("uvicorn", "aiohttp"):
+        from apps import start_app   # benchmarks/apps.py: its plain-text apps
 
-        port = await start_app("aiohttp-text", keep)
+        port = await start_app(f"{kind}-text", keep)
     else:
         port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
     mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"

@@ -339,6 +339,20 @@ def _cpu() -> dict:
     return {"user": usage.ru_utime, "system": usage.ru_stime}
 
 
+def collect_errors(loop) -> list[str]:
+    """The list the loop's exception handler now appends to: the first few
+    reports (a broken server repeats itself), each as one line."""
+    errors: list[str] = []
+
+    def on_error(loop, context):
+        if len(errors) < 5:
+            exc = context.get("exception")
+            errors.append(context.get("message", "") + (f": {exc!r}" if exc else ""))
+
+    loop.set_exception_handler(on_error)
+    return errors
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loop", required=True)
@@ -362,15 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     loop = factory()
     asyncio.set_event_loop(loop)
-    errors: list[str] = []
-
-    def on_error(loop, context):
-        # Keep the first few: a broken server repeats itself.
-        if len(errors) < 5:
-            exc = context.get("exception")
-            errors.append(context.get("message", "") + (f": {exc!r}" if exc else ""))
-
-    loop.set_exception_handler(on_error)
+    errors = collect_errors(loop)
     keep: list = []
     try:
         address = loop.run_until_complete(start(args.kind, args.port, args.path, keep, args.size,

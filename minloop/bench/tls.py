@@ -51,7 +51,7 @@ import tempfile
 import threading
 import time
 
-from . import loops, procs
+from . import loops, procs, servers
 from .client import cpus_busy, proc_cpu
 
 CHECKOUT_CERTS = os.path.join(procs._ROOT, "tests", "tls_certs")
@@ -164,14 +164,7 @@ def serve(loop_name: str, cpu: int | None, certs: str) -> int:
     except loops.Unavailable as exc:
         _say({"unsupported": f"loop unavailable: {exc}"})
         return 3
-    errors: list[str] = []
-
-    def on_error(loop, context):
-        if len(errors) < 5:
-            exc = context.get("exception")
-            errors.append(context.get("message", "") + (f": {exc!r}" if exc else ""))
-
-    loop.set_exception_handler(on_error)
+    errors = servers.collect_errors(loop)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(certs, SERVER))
     try:
