@@ -153,9 +153,11 @@ static inline void *tm_page_map_memfd(void *at, size_t size, int *fd)
     if (m == MAP_FAILED)
         goto fail;
     /* F_ADD_SEALS: F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE, or
-     * the first two on a kernel without the last. */
-    if (fcntl(f, 1033, 0x0002 | 0x0004 | 0x0010) < 0)
-        (void)fcntl(f, 1033, 0x0002 | 0x0004);
+     * the first two on a kernel without the last.  Through syscall() too:
+     * with Python's _FILE_OFFSET_BITS=64, glibc >= 2.28 headers turn
+     * fcntl() into fcntl64@GLIBC_2.28, which made the wheel manylinux_2_28. */
+    if (syscall(SYS_fcntl, f, 1033, 0x0002 | 0x0004 | 0x0010) < 0)
+        (void)syscall(SYS_fcntl, f, 1033, 0x0002 | 0x0004);
     *fd = f;
     return m;
 fail:
