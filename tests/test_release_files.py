@@ -146,3 +146,31 @@ def test_checker_wants_the_license_in_an_sdist(tmp_path):
     info = "Name: minloop\nLicense-Expression: MIT\n"
     assert check.sdist_problems(sdist({"PKG-INFO": info, "LICENSE": "MIT License\n"})) == []
     assert check.sdist_problems(sdist({"PKG-INFO": info})) == ["no minloop-0.1.0/LICENSE"]
+
+
+# The wheels are manylinux_2_17: a glibc symbol versioned above 2.17 in a
+# compiled module makes auditwheel tag the wheel for a newer glibc (the
+# stall watchdog's pthread_condattr_setclock, GLIBC_2.34, and the telemetry
+# page's fcntl, fcntl64@GLIBC_2.28 under Python's _FILE_OFFSET_BITS=64, did
+# so; .ci/run's wheel check found both, 15 minutes in).  Checked here on
+# the build under test, in seconds.
+MANYLINUX_GLIBC = (2, 17)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc symbols: Linux only")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed (binutils)")
+def test_compiled_modules_need_no_glibc_newer_than_manylinux_2_17():
+    package = os.path.dirname(minloop.loop.__file__)
+    modules = [os.path.join(package, name) for name in sorted(os.listdir(package))
+               if name.endswith(".so")]
+    assert modules
+    newer = []
+    for path in modules:
+        out = subprocess.run(["objdump", "-T", path], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            m = re.search(r"\bGLIBC_(\d+)\.(\d+)\S*\s+(\S+)$", line)
+            if m and (int(m.group(1)), int(m.group(2))) > MANYLINUX_GLIBC:
+                newer.append(f"{os.path.basename(path)}: {m.group(3)} "
+                             f"(GLIBC_{m.group(1)}.{m.group(2)})")
+    assert not newer, newer
