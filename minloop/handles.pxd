@@ -31,6 +31,8 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
+        cdef unsigned long _runner        # _ThreadSafeHandle (shares _when's word)
+        cdef unsigned int _threadsafe
 
     # The same fields: both types are read through one struct.
     ctypedef class minloop._handle_bases.TimerHandleBase [object MinloopTimerHandle]:
@@ -50,6 +52,30 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
+        cdef unsigned long _runner
+        cdef unsigned int _threadsafe
+
+    # The type call_soon_threadsafe() returns where asyncio has a
+    # _ThreadSafeHandle (3.14+), which it extends; the same fields again.
+    ctypedef class minloop._handle_bases.ThreadSafeHandleBase [object MinloopThreadSafeHandle]:
+        cdef object _args
+        cdef object _callback
+        cdef object _cancelled
+        cdef object _context
+        cdef object _loop
+        cdef object _repr
+        cdef object _source_traceback
+        cdef PyObject *_arg0
+        cdef PyObject *_arg1
+        cdef double _when
+        cdef Py_ssize_t _heap_pos
+        cdef timer_heap *_heap
+        cdef unsigned int _queued
+        cdef unsigned int _inline_args
+        cdef unsigned int _context_shared
+        cdef unsigned int _debug
+        cdef unsigned long _runner
+        cdef unsigned int _threadsafe
 
     bint minloop_handle_gc_seen(void *h, unsigned long epoch)
     # Puts None back into any of asyncio's slots deleted through asyncio's
@@ -73,10 +99,20 @@ cdef class TimerHandle(TimerHandleBase):
     pass
 
 
+# Named as asyncio's, whose repr shows the class name.
+cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
+    pass
+
+
 cdef void forget_context_snapshot() noexcept
 
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug)
+
+# call_soon_threadsafe()'s handle (run and cancelled under the monitor of
+# src/threadsafe_handle.h); returned as a Handle, the loop's one view.
+cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
+                                  object context, bint debug)
 
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,

@@ -32,6 +32,14 @@ from .includes cimport (heap_remove, PyObject_Vectorcall_raw,
                         XT_GUARD_THREADS, PyThread_get_thread_ident)
 
 
+cdef extern from "threadsafe_handle.h":
+    # The monitor of call_soon_threadsafe()'s handles (its header says why).
+    int minloop_ts_run_begins(void *h)
+    void minloop_ts_run_ended(void *h)
+    int minloop_ts_cancel(void *h)
+    int minloop_ts_cancelled(void *h)
+
+
 cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
 cdef object _format_callback_source = _format_helpers._format_callback_source
 cdef object _extract_stack = _format_helpers.extract_stack
@@ -199,6 +207,27 @@ def _finish_cancel(h):
 
 
 cdef int handle_run(Handle h) except -1:
+    if h._threadsafe:
+        return _run_threadsafe(h)
+    return _run_callback(h)
+
+
+cdef int _run_threadsafe(Handle h) except -1:
+    """What asyncio's _ThreadSafeHandle._run() does under its lock: skip
+    the callback if cancelled since the loop looked, and make a cancel()
+    from another thread wait until it returns."""
+    cdef int verdict = minloop_ts_run_begins(<void *>h)
+    if verdict == 0:
+        return 0
+    if verdict == 2:
+        return _run_callback(h)   # its own callback runs it again
+    try:
+        return _run_callback(h)
+    finally:
+        minloop_ts_run_ended(<void *>h)
+
+
+cdef inline int _run_callback(Handle h) except -1:
     cdef object snapshot = None
     cdef object context
     cdef PyObject *result
@@ -471,6 +500,82 @@ cdef class TimerHandle(TimerHandleBase):
         return self._when
 
 
+cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
+    """What call_soon_threadsafe() returns from Python 3.14: cancel() and
+    cancelled() from another thread wait while the callback runs."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(_CREATED_BY_THE_LOOP)
+
+    def _repr_info(self):
+        return _repr_info(<Handle>self)
+
+    def __repr__(self):
+        minloop_handle_check_slots(<void *>self)
+        if self._repr is not None:
+            return self._repr
+        return '<{}>'.format(' '.join(self._repr_info()))
+
+    def get_context(self):
+        return _own_context(<Handle>self)
+
+    def cancel(self):
+        if not minloop_ts_cancel(<void *>self):
+            return   # cancelled already
+        if XT_GUARD_THREADS and _foreign_thread(<Handle>self):
+            # The loop's thread drops the callback (see _cancel_later).
+            try:
+                self._loop.call_soon_threadsafe(_finish_cancel, self)
+            except RuntimeError:
+                pass   # closed since
+            return
+        _cancel_now(<Handle>self)
+
+    def cancelled(self):
+        return bool(minloop_ts_cancelled(<void *>self))
+
+    def _run(self):
+        handle_run(<Handle>self)
+
+    # asyncio's slots, read-only.  `_lock` is asyncio's RLock: the handle
+    # has none (src/threadsafe_handle.h stands for it).
+    @property
+    def _lock(self):
+        return None
+
+    @property
+    def _args(self):
+        return handle_args(<Handle>self)
+
+    @property
+    def _callback(self):
+        minloop_handle_check_slots(<void *>self)
+        return self._callback
+
+    @property
+    def _cancelled(self):
+        return self._cancelled is True
+
+    @property
+    def _context(self):
+        return _own_context(<Handle>self)
+
+    @property
+    def _loop(self):
+        minloop_handle_check_slots(<void *>self)
+        return self._loop
+
+    @property
+    def _repr(self):
+        minloop_handle_check_slots(<void *>self)
+        return self._repr
+
+    @property
+    def _source_traceback(self):
+        minloop_handle_check_slots(<void *>self)
+        return self._source_traceback
+
+
 # ----------------------------------------------------------------------
 # Context snapshots
 #
@@ -589,6 +694,14 @@ cdef Handle new_handle(object callback, tuple args, object loop,
     return h
 
 
+cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
+                                  object context, bint debug):
+    cdef _ThreadSafeHandle h = _ThreadSafeHandle.__new__(_ThreadSafeHandle)
+    _init_handle(<Handle>h, callback, args, loop, context, debug)
+    h._threadsafe = True
+    return <Handle>h
+
+
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap):
@@ -613,3 +726,4 @@ cdef TimerHandle new_timer(double when, object callback, tuple args,
 
 minloop_handle_take_base_slots(Handle)
 minloop_handle_take_base_slots(TimerHandle)
+minloop_handle_take_base_slots(_ThreadSafeHandle)

@@ -4,7 +4,7 @@ from typing import Any, Callable, Coroutine, Generator, TypeVar
 
 from typing_extensions import TypeVarTuple, Unpack
 
-from .handles import Handle, TimerHandle
+from .handles import Handle, TimerHandle, _ThreadSafeHandle
 from .loop_metrics import Histogram, LoopStats, Utilization
 
 _T = TypeVar("_T")
@@ -26,7 +26,7 @@ class LoopCore:
     def call_soon(self, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
                   context: Context | None = None) -> Handle: ...
     def call_soon_threadsafe(self, callback: Callable[[Unpack[_Ts]], object], *args: Unpack[_Ts],
-                             context: Context | None = None) -> Handle: ...
+                             context: Context | None = None) -> Handle | _ThreadSafeHandle: ...
     def call_later(self, delay: float, callback: Callable[[Unpack[_Ts]], object],
                    *args: Unpack[_Ts], context: Context | None = None) -> TimerHandle: ...
     def call_at(self, when: float, callback: Callable[[Unpack[_Ts]], object],

@@ -42,6 +42,7 @@ from .includes cimport *
 from .oserrors cimport os_error
 from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, new_timer,
                        handle_enqueued, handle_dequeued, handle_run,
+                       new_threadsafe_handle,
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
                        forget_context_snapshot)
@@ -65,7 +66,7 @@ cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
 cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
 # 3.15's _run_once: end_time is at least one ulp after now (see there).
 cdef bint _END_TIME_PAST_ULP = _asyncio_compat.END_TIME_PAST_ULP
-cdef object _ThreadSafeHandle = _asyncio_compat.ThreadSafeHandle
+cdef bint _THREADSAFE_HANDLES = _asyncio_compat.ThreadSafeHandle is not None
 cdef object _iscoroutine = _aio_coroutines.iscoroutine
 cdef object _iscoroutinefunction = _asyncio_compat.iscoroutinefunction
 cdef object _format_handle = _aio_base_events._format_handle
@@ -411,23 +412,8 @@ cdef class LoopCore:
     # call_soon(callback, *args, context=None) is _call_soon, below the
     # class, behind the entry src/soon_method.h parses its arguments with.
 
-    def call_soon_threadsafe(self, callback, *args, context=None):
-        """Like call_soon(), but thread-safe."""
-        _check_open(self)
-        cdef bint debug = xt_load_int(&self._debug)
-        if debug or not PyCallable_Check(callback):
-            self._check_callback_fast(callback, 'call_soon_threadsafe')
-        if _ThreadSafeHandle is not None:
-            # asyncio's own handle, run by one of ours: its _run() takes its
-            # lock and skips the callback if cancelled meanwhile.
-            outer = _ThreadSafeHandle(callback, args, self, context)
-            if outer._source_traceback:
-                del outer._source_traceback[-1]   # its __init__'s frame
-            self._push_threadsafe(new_handle(outer._run, (), self, None, False))
-            return outer
-        cdef Handle handle = new_handle(callback, args, self, context, debug)
-        self._push_threadsafe(handle)
-        return handle
+    # call_soon_threadsafe(callback, *args, context=None) is
+    # _call_soon_threadsafe, below the class, behind the same entry.
 
     cdef int _push_threadsafe(self, Handle handle) except -1:
         cdef int rc
@@ -1294,7 +1280,9 @@ cdef class LoopCore:
 # Its Python entry is src/soon_method.h's rather than Cython's: asyncio's C
 # Task passes context= under a keyword-name object of its own, which
 # Cython's parser matches only by value (about 125 instructions per task
-# step on 3.11); that entry matches it by identity.
+# step on 3.11); that entry matches it by identity.  call_soon_threadsafe
+# has the same signature and the same entry, which also makes no tuple
+# for a callback without arguments.
 
 cdef object _call_soon(object loop, object callback, object args, object context):
     """LoopCore.call_soon(callback, *args, context=None): its body, called
@@ -1318,6 +1306,30 @@ soon_method_install(LoopCore, b"call_soon", <soon_body>_call_soon,
                     b"Arrange for a callback to be called as soon as possible.\n\n"
                     b"Callbacks run in the order in which they are registered, each\n"
                     b"exactly once.")
+
+
+cdef object _call_soon_threadsafe(object loop, object callback, object args,
+                                  object context):
+    """LoopCore.call_soon_threadsafe(callback, *args, context=None)."""
+    cdef LoopCore self = <LoopCore>loop
+    _check_open(self)
+    cdef bint debug = xt_load_int(&self._debug)
+    if debug or not PyCallable_Check(callback):
+        self._check_callback_fast(callback, 'call_soon_threadsafe')
+    cdef Handle handle
+    if _THREADSAFE_HANDLES:
+        # An asyncio._ThreadSafeHandle, as asyncio returns from 3.14: a
+        # cancel() from another thread waits while the callback runs.
+        handle = new_threadsafe_handle(callback, <tuple>args, self, context, debug)
+    else:
+        handle = new_handle(callback, <tuple>args, self, context, debug)
+    self._push_threadsafe(handle)
+    return handle
+
+
+soon_method_install(LoopCore, b"call_soon_threadsafe",
+                    <soon_body>_call_soon_threadsafe,
+                    b"Like call_soon(), but thread-safe.")
 
 
 # ----------------------------------------------------------------------

@@ -24,7 +24,11 @@
  * Handles are made by the thousand per loop iteration, so tp_new and
  * tp_dealloc keep dead handles of both types on one free list: a handle
  * taken from it is not counted by the cycle collector as an allocation
- * (it starts a young collection every 700 of those). */
+ * (it starts a young collection every 700 of those).
+ *
+ * A third type, ThreadSafeHandleBase, extends asyncio's _ThreadSafeHandle
+ * (3.14+; asyncio.Handle before, unused there) with the same layout and
+ * slots: what call_soon_threadsafe() returns (handles.pyx). */
 #define PY_SSIZE_T_CLEAN
 #include "handle_bases.h"
 #include "heap_types.h"
@@ -309,6 +313,24 @@ layout_error(const char *what)
     return -1;
 }
 
+/* asyncio's _ThreadSafeHandle (3.14+): Handle and one slot, `_lock`, which
+ * must land where our _arg0 is (handle_bases.h). */
+static int
+check_threadsafe_layout(PyTypeObject *threadsafe)
+{
+    PyObject *descr = PyDict_GetItemString(threadsafe->tp_dict, "_lock");
+    PyMemberDef *member;
+    if (threadsafe->tp_basicsize != offsetof(MinloopHandle, _arg1) ||
+            threadsafe->tp_itemsize != 0)
+        return layout_error("_ThreadSafeHandle's size");
+    if (descr == NULL || Py_TYPE(descr) != &PyMemberDescr_Type)
+        return layout_error("_ThreadSafeHandle._lock");
+    member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || member->offset != offsetof(MinloopHandle, _arg0))
+        return layout_error("_ThreadSafeHandle._lock");
+    return 0;
+}
+
 static int
 check_layout(PyTypeObject *handle, PyTypeObject *timer)
 {
@@ -380,7 +402,7 @@ static int
 exec_module(PyObject *module)
 {
     PyObject *events = PyImport_ImportModule("asyncio.events");
-    PyObject *handle = NULL, *timer = NULL;
+    PyObject *handle = NULL, *timer = NULL, *threadsafe = NULL;
     int rc = -1;
 
     if (events == NULL)
@@ -389,6 +411,16 @@ exec_module(PyObject *module)
     timer = PyObject_GetAttrString(events, "TimerHandle");
     if (handle == NULL || timer == NULL)
         goto done;
+    /* Before 3.14 there is no _ThreadSafeHandle: the type is still made
+     * (handles.pyx declares it), over asyncio.Handle, and never used. */
+    threadsafe = PyObject_GetAttrString(events, "_ThreadSafeHandle");
+    if (threadsafe == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            goto done;
+        PyErr_Clear();
+        Py_INCREF(handle);
+        threadsafe = handle;
+    }
     if (!PyType_Check(handle) || !PyType_Check(timer) ||
             !PyType_IsSubtype((PyTypeObject *)timer, (PyTypeObject *)handle)) {
         layout_error("not classes");
@@ -396,19 +428,32 @@ exec_module(PyObject *module)
     }
     if (check_layout((PyTypeObject *)handle, (PyTypeObject *)timer) < 0)
         goto done;
+    if (threadsafe != handle &&
+            (!PyType_Check(threadsafe) ||
+             !PyType_IsSubtype((PyTypeObject *)threadsafe, (PyTypeObject *)handle) ||
+             check_threadsafe_layout((PyTypeObject *)threadsafe) < 0)) {
+        if (!PyErr_Occurred())
+            layout_error("_ThreadSafeHandle is not a Handle");
+        goto done;
+    }
     if (minloop_add_heap_type(module, "minloop._handle_bases", "HandleBase",
                               handle, sizeof(MinloopHandle), handle_slots) < 0 ||
             minloop_add_heap_type(module, "minloop._handle_bases",
                                   "TimerHandleBase", timer,
+                                  sizeof(MinloopHandle), handle_slots) < 0 ||
+            minloop_add_heap_type(module, "minloop._handle_bases",
+                                  "ThreadSafeHandleBase", threadsafe,
                                   sizeof(MinloopHandle), handle_slots) < 0)
         goto done;
     if (check_preheader(module, "HandleBase") < 0 ||
-            check_preheader(module, "TimerHandleBase") < 0)
+            check_preheader(module, "TimerHandleBase") < 0 ||
+            check_preheader(module, "ThreadSafeHandleBase") < 0)
         goto done;
     rc = 0;
 done:
     Py_XDECREF(handle);
     Py_XDECREF(timer);
+    Py_XDECREF(threadsafe);
     Py_DECREF(events);
     return rc;
 }

@@ -8,7 +8,13 @@
  * number), so asyncio's own member descriptors stay safe to read on our
  * instances.  Our C fields follow.  Handle and TimerHandle have this one
  * layout (a plain handle leaves the timer fields unused) so that they share
- * one free list, and the loop reads either through the same struct. */
+ * one free list, and the loop reads either through the same struct.
+ *
+ * Python 3.14's call_soon_threadsafe() returns an asyncio._ThreadSafeHandle:
+ * a Handle with one slot more, `_lock`, which CPython places where
+ * TimerHandle's first slot is.  So our _ThreadSafeHandle (extending
+ * asyncio's) has this layout too: its `_lock` slot is _arg0, shadowed by a
+ * property as TimerHandle's `_scheduled` is. */
 #ifndef MINLOOP_HANDLE_BASES_H
 #define MINLOOP_HANDLE_BASES_H
 
@@ -46,7 +52,12 @@ typedef struct {
     PyObject *_arg0;
     PyObject *_arg1;
     /* ---- ours ---- */
-    double _when;                  /* TimerHandle: the deadline */
+    union {
+        double _when;              /* TimerHandle: the deadline */
+        /* _ThreadSafeHandle (never a timer): the thread running its
+         * callback, 0 when none (src/threadsafe_handle.h). */
+        unsigned long _runner;
+    };
     /* The timer's token in the owning loop's heap (its slot there, written
      * by the heap when the timer enters and when it leaves; heap_remove()
      * takes it), -1 once the timer has left (and always, for a plain
@@ -57,27 +68,30 @@ typedef struct {
      * released rings) hold this handle; while any does, the handle is not
      * tracked by the cycle collector (see handles.pxd). */
     uint32_t _queued;
-    /* The low 28 bits of the loop's traverse epoch in which the handle was
+    /* The low 27 bits of the loop's traverse epoch in which the handle was
      * last reported: read and written only by handle_gc_seen(). */
-    uint32_t _gc_epoch : 28;
+    uint32_t _gc_epoch : 27;
     /* 1 or 2: the arguments are _arg0 (and _arg1); 0: they are _args. */
     uint32_t _inline_args : 2;
     /* The context is a snapshot shared with other handles (handles.pyx). */
     uint32_t _context_shared : 1;
     /* Made while the loop was in debug mode. */
     uint32_t _debug : 1;
+    /* A _ThreadSafeHandle: runs and cancels under its monitor. */
+    uint32_t _threadsafe : 1;
 } MinloopHandle;
 
-/* The same struct under a second name: Cython wants each extern class's
- * struct named once (handles.pxd declares both bases). */
+/* The same struct under other names: Cython wants each extern class's
+ * struct named once (handles.pxd declares the three bases). */
 typedef MinloopHandle MinloopTimerHandle;
+typedef MinloopHandle MinloopThreadSafeHandle;
 
-#define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 28) - 1)
+#define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 27) - 1)
 
 /* Whether `h` was already reported in the loop traverse numbered `epoch`;
- * marks it reported otherwise.  Only the low 28 bits are stored, and they
+ * marks it reported otherwise.  Only the low 27 bits are stored, and they
  * are compared as such: comparing the stored bits with the whole counter
- * would never match once it passed 2^28, and every handle held twice would
+ * would never match once it passed 2^27, and every handle held twice would
  * be reported twice, which lets the collector free what is still in use.
  * A wrapped counter can at worst skip a handle once (kept alive one more
  * collection), never report it twice. */
