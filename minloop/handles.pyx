@@ -38,6 +38,7 @@ cdef extern from "threadsafe_handle.h":
     void minloop_ts_run_ended(void *h)
     int minloop_ts_cancel(void *h)
     int minloop_ts_cancelled(void *h)
+    int minloop_ts_init()
 
 
 cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
@@ -727,3 +728,5 @@ cdef TimerHandle new_timer(double when, object callback, tuple args,
 minloop_handle_take_base_slots(Handle)
 minloop_handle_take_base_slots(TimerHandle)
 minloop_handle_take_base_slots(_ThreadSafeHandle)
+if minloop_ts_init() < 0:
+    raise ImportError("minloop.handles: pthread_atfork failed")

@@ -101,6 +101,23 @@ ts_wait_for_runner(MinloopHandle *h, unsigned long me)
 
 #endif
 
+/* fork() in a thread while another held the mutex (or waited): the child
+ * has one thread, so none holds it and none waits there. */
+static void
+ts_after_fork_in_child(void)
+{
+    pthread_mutex_init(&ts_mutex, NULL);
+    pthread_cond_init(&ts_idle, NULL);
+    ts_waiters = 0;
+}
+
+/* Once, at import (handles.pyx). */
+static int
+minloop_ts_init(void)
+{
+    return pthread_atfork(NULL, NULL, ts_after_fork_in_child) == 0 ? 0 : -1;
+}
+
 /* Before running h's callback.  1: run it, then call
  * minloop_ts_run_ended(); 0: cancelled, skip it; 2: this thread is running
  * it already (a callback calling its own handle's _run()): run it, and do
