@@ -39,6 +39,7 @@ cdef extern from "threadsafe_handle.h":
     int minloop_ts_cancel(void *h)
     int minloop_ts_cancelled(void *h)
     int minloop_ts_init()
+    bint minloop_ts_running_here(void *h)
 
 
 cdef bint _FORMAT_TAKES_DEBUG = _asyncio_compat.FORMAT_TAKES_DEBUG
@@ -207,28 +208,27 @@ def _finish_cancel(h):
     _cancel_now(<Handle>h)
 
 
-cdef int handle_run(Handle h) except -1:
-    if h._threadsafe:
-        return _run_threadsafe(h)
-    return _run_callback(h)
-
-
 cdef int _run_threadsafe(Handle h) except -1:
     """What asyncio's _ThreadSafeHandle._run() does under its lock: skip
     the callback if cancelled since the loop looked, and make a cancel()
-    from another thread wait until it returns."""
+    from another thread wait until it returns.  handle_run() finds this
+    thread in _runner and runs the callback."""
     cdef int verdict = minloop_ts_run_begins(<void *>h)
     if verdict == 0:
         return 0
     if verdict == 2:
-        return _run_callback(h)   # its own callback runs it again
+        return handle_run(h)   # its own callback runs it again
     try:
-        return _run_callback(h)
+        return handle_run(h)
     finally:
         minloop_ts_run_ended(<void *>h)
 
 
-cdef inline int _run_callback(Handle h) except -1:
+cdef int handle_run(Handle h) except -1:
+    # One body for every handle (a second copy, or a call, would cost every
+    # callback): a thread-safe handle first goes through its monitor.
+    if h._threadsafe and not minloop_ts_running_here(<void *>h):
+        return _run_threadsafe(h)
     cdef object snapshot = None
     cdef object context
     cdef PyObject *result

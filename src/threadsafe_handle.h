@@ -118,6 +118,14 @@ minloop_ts_init(void)
     return pthread_atfork(NULL, NULL, ts_after_fork_in_child) == 0 ? 0 : -1;
 }
 
+/* Whether this thread is running h's callback (only this thread can have
+ * put its own id there, so no lock is needed to see it). */
+static inline int
+minloop_ts_running_here(MinloopHandle *h)
+{
+    return __atomic_load_n(&h->_runner, __ATOMIC_RELAXED) == PyThread_get_thread_ident();
+}
+
 /* Before running h's callback.  1: run it, then call
  * minloop_ts_run_ended(); 0: cancelled, skip it; 2: this thread is running
  * it already (a callback calling its own handle's _run()): run it, and do

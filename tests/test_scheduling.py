@@ -200,6 +200,32 @@ def test_call_soon_on_a_subclass_of_the_loop_class(loop):
         sub.close()
 
 
+@pytest.mark.parametrize("name", ["call_soon", "call_soon_threadsafe"])
+def test_call_soon_kept_bound(loop, name):
+    """`call_soon = loop.call_soon`, kept and called many times (code that
+    schedules in bulk does), schedules on that loop."""
+    bound = getattr(loop, name)
+    assert bound.__self__ is loop
+    assert bound == getattr(loop, name)
+    seen = []
+    for i in range(3):
+        bound(seen.append, i)
+    bound(callback=lambda: seen.append("kw"), context=contextvars.copy_context())
+    bound(loop.stop)
+    loop.run_forever()
+    assert seen == [0, 1, 2, "kw"]
+
+
+@pytest.mark.parametrize("name", ["call_soon", "call_soon_threadsafe"])
+def test_call_soon_bound_to_something_not_a_loop(loop, minloop_only, name):
+    """Binding LoopCore's entry to another object raises TypeError (the
+    bound method would read the object as a loop)."""
+    entry = vars(type(loop).__mro__[1])[name]
+    for bad in (object(), 1):
+        with pytest.raises(TypeError):
+            entry.__get__(bad)
+
+
 def test_call_soon_unbound_checks_self(loop, minloop_only):
     """LoopCore.call_soon called on something not a loop raises TypeError
     (it read the object as a loop and crashed)."""
