@@ -19,7 +19,9 @@ ctypedef int (*write_flusher)(object transport) except -1
 # after it (`first` is NULL only while `rest` is empty); each with a
 # reference.  `flusher`: the transports' function that sends them.
 # `in_callback`: a callback of _run_iteration() is running (on the loop's
-# thread), so its writes may wait for its end.  Only the loop's thread uses
+# thread), so its writes may wait for the batch's end.  `callback_seq`:
+# counts the callbacks run, so that a transport knows whether what it holds
+# was written by the running callback or an earlier one.  Only the loop's thread uses
 # them.  A struct, so that a transport reaches it by a pointer (no
 # reference counting of the loop on the write path).
 cdef struct write_flushes:
@@ -27,6 +29,7 @@ cdef struct write_flushes:
     ready_ring rest
     write_flusher flusher
     bint in_callback
+    size_t callback_seq
 
 
 cdef class LoopCore:

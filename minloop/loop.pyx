@@ -733,6 +733,7 @@ cdef class LoopCore:
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(tm)
                     self._flushes.in_callback = True
+                    self._flushes.callback_seq += 1
                     if xt_load_int(&self._callback_hooks):
                         # Debug mode, or the stall watchdog armed.
                         if xt_load_int(&self._debug):

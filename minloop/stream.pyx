@@ -40,7 +40,8 @@ from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg)
+                        iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
+                        PyThread_get_thread_ident)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
@@ -254,6 +255,9 @@ cdef enum:
 #   only where asyncio's would;
 # * a send error reaches the protocol as asyncio's: _fatal_error(), then
 #   connection_lost(exc) in a later iteration; write() never raises it;
+#   is_closing() in a later callback than the write's first sends what is
+#   held, so that it answers as asyncio's would (StreamWriter.drain() asks
+#   it; CPython's test_sslproto test_connection_lost_when_busy);
 # * close() and write_eof() send what is held first; abort() and the other
 #   _force_close()s offer it to the kernel once (asyncio had sent it at
 #   write()) and drop what it refuses, as asyncio drops its buffer;
@@ -264,8 +268,9 @@ cdef enum:
 # What differs (README, "Differences"): a later callback of the same batch
 # that reads the peer synchronously (a socket of its own, not through the
 # loop) does not find the bytes yet; after a write that will fail, the
-# transport is not closing until the batch ends, and later writes to it are
-# dropped with it rather than counted as writes after loss.
+# transport is not closing in the callback that wrote, and later writes to
+# it before the batch ends or is_closing() is asked are dropped with it
+# rather than counted as writes after loss.
 cdef enum:
     _BATCH_PENDING = 1   # _buffer holds writes not yet offered to the
                          # kernel; no writer is armed
@@ -292,6 +297,8 @@ cdef class SocketTransport(StreamTransportBase):
         unsigned char _connected
         unsigned char _read_mode
         unsigned char _batch
+        # The loop's callback_seq as _batch became _BATCH_PENDING.
+        size_t _held_seq
         # None once connection_lost() has run.  Writable, as asyncio's is:
         # CPython's tests swap it for a wrapper (the transport's own I/O
         # goes through _sock_fd, so a wrapper changes nothing here).
@@ -525,6 +532,11 @@ cdef class SocketTransport(StreamTransportBase):
                 pass
 
     def is_closing(self):
+        if self._batch & _BATCH_PENDING and self._held_by_earlier_callback():
+            # asyncio sent it as that callback wrote it: a failure of that
+            # send would have closed the transport by now (StreamWriter's
+            # drain() asks, and then waits for connection_lost()).
+            self._send_batch()
         return self._closing
 
     def set_protocol(self, protocol):
@@ -902,9 +914,18 @@ cdef class SocketTransport(StreamTransportBase):
         # asyncio's does (_socket_gone), not as the batch ends.
         return self._sock is not None and writes_can_wait(&self._core._flushes)
 
+    cdef inline bint _held_by_earlier_callback(self) noexcept:
+        """What is held was written by a callback before the running one
+        (on the loop's thread: another thread's is_closing() only reads)."""
+        cdef LoopCore core = self._core
+        return (core._flushes.in_callback
+                and self._held_seq != core._flushes.callback_seq
+                and PyThread_get_thread_ident() == xt_load_ulong(&core._thread_ident))
+
     cdef inline int _hold_batch(self) except -1:
         """What _buffer holds waits for the batch's end: note the
         transport on the loop's flush list, once."""
+        self._held_seq = self._core._flushes.callback_seq
         if self._batch & _BATCH_LISTED:
             self._batch |= _BATCH_PENDING
             return 0

@@ -398,6 +398,37 @@ def test_send_error_reaches_connection_lost_not_write(loop, then_close):
     assert tr.is_closing()
 
 
+def test_a_later_callback_sees_the_failed_send_of_an_earlier_one(loop):
+    # CPython's test_sslproto test_connection_lost_when_busy in small: a
+    # StreamWriter's drain() asks is_closing() to learn of the failure.
+    tr, proto, peer = accepted(loop)
+    peer.close()
+    seen = []
+    done = loop.create_future()
+    loop.call_soon(tr.write, b"into a closed peer")
+    loop.call_soon(lambda: seen.append(tr.is_closing()))   # same iteration
+    loop.call_soon(done.set_result, None)
+    loop.run_until_complete(done)
+    assert seen == [True]
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert isinstance(proto.lost_exc, (BrokenPipeError, ConnectionResetError))
+
+
+def test_is_closing_keeps_the_running_callbacks_writes_held(loop, loop_kind):
+    tr, proto, peer = seqpacket_transport(loop)
+
+    def respond():
+        tr.write(b"head ")
+        assert not tr.is_closing()
+        tr.write(b"body")
+
+    in_one_callback(loop, respond)
+    got = records(peer)
+    assert b"".join(got) == b"head body"
+    assert len(got) == (1 if loop_kind == "minloop" else 2)
+    finish(loop, tr, peer)
+
+
 # --- close(), abort(), write_eof() with bytes just written -------------------
 
 
