@@ -8,18 +8,20 @@ from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds
 from .handles cimport Handle, TimerHandle
 
 
-# What the loop calls, as a callback returns, for each transport that asked
-# it to (schedule_flush): send the writes the callback made.
+# What the loop calls, as a batch of callbacks ends, for each transport that
+# asked it to (schedule_flush): send the writes the batch made.
 ctypedef int (*write_flusher)(object transport) except -1
 
 
 # Write coalescing (stream.pyx): the transports holding the writes of the
-# running callback, to send each one's in one writev as it returns
-# (LoopCore._flush_writes): the first in `first`, any others in `rest`
+# running batch of callbacks, to send each one's in one writev as the batch
+# ends (LoopCore._flush_writes): the first in `first`, any others in `rest`
 # after it (`first` is NULL only while `rest` is empty); each with a
 # reference.  `flusher`: the transports' function that sends them.
 # `in_callback`: a callback of _run_iteration() is running (on the loop's
-# thread), so its writes may wait for its end.  Only the loop's thread uses
+# thread), so its writes may wait for the batch's end.  `callback_seq`:
+# counts the callbacks run, so that a transport knows whether what it holds
+# was written by the running callback or an earlier one.  Only the loop's thread uses
 # them.  A struct, so that a transport reaches it by a pointer (no
 # reference counting of the loop on the write path).
 cdef struct write_flushes:
@@ -27,6 +29,7 @@ cdef struct write_flushes:
     ready_ring rest
     write_flusher flusher
     bint in_callback
+    size_t callback_seq
 
 
 cdef class LoopCore:
@@ -201,8 +204,8 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
     return core._timers.next_seq == timers_seen and fd_watched(core, fd, POLLER_READ)
 
 
-# Write coalescing (stream.pyx says why): the writes a callback makes to a
-# transport wait for the callback to return, and leave in one go.
+# Write coalescing (stream.pyx says why): the writes a batch of callbacks
+# makes to a transport wait for the batch to end, and leave in one go.
 
 cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
     """Writes made now may wait: a callback of the loop is running.  (Not
@@ -214,8 +217,8 @@ cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
 
 cdef inline bint schedule_flush(write_flushes *flushes, object transport,
                                 write_flusher flusher) noexcept:
-    """Have `flusher(transport)` called as the running callback returns;
-    False if there is no memory to note it (then send now)."""
+    """Have `flusher(transport)` called as the running batch of callbacks
+    ends; False if there is no memory to note it (then send now)."""
     if flushes.first == NULL:
         flushes.first = <PyObject *>transport
     elif ring_push(&flushes.rest, <void *>transport) < 0:

@@ -719,6 +719,7 @@ cdef class LoopCore:
                     # Counted as it starts: a watchdog sees it move.
                     tm_callback(tm)
                     self._flushes.in_callback = True
+                    self._flushes.callback_seq += 1
                     if xt_load_int(&self._callback_hooks):
                         # Debug mode, or the stall watchdog armed.
                         if xt_load_int(&self._debug):
@@ -733,10 +734,10 @@ cdef class LoopCore:
             finally:
                 self._flushes.in_callback = False
                 self._release_ran(handle)
-            # What the callback wrote to each transport leaves now, in one
-            # writev per transport (stream.pyx, "Write coalescing").
-            if self._flushes.first != NULL:
-                self._flush_writes()
+        # What the batch's callbacks wrote to each transport leaves now, in
+        # one writev per transport (stream.pyx, "Write coalescing").
+        if self._flushes.first != NULL:
+            self._flush_writes()
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
         # timer): drop them, then this iteration's wait their turn.

@@ -9,11 +9,12 @@ What differs is only how the work is done:
 * reads go from recv() into the loop's 256 KiB read buffer and out as a
   bytes object of the size read (asyncio allocates 256 KiB per read and
   shrinks it);
-* the writes a callback makes go out together as it returns (a bytes
-  write into an empty buffer is held until then; "Write coalescing"
-  below), other writes at once; only the unsent rest is queued: bytes
-  objects by reference (large writes are never copied), other buffers as a
-  bytes copy, since the caller may change them after write() returns;
+* the writes the callbacks of one batch make go out together as the
+  batch ends (a bytes write into an empty buffer is held until then;
+  "Write coalescing" below), other writes at once; only the unsent rest
+  is queued: bytes objects by reference (large writes are never copied),
+  other buffers as a bytes copy, since the caller may change them after
+  write() returns;
 * queued data leaves with one sendmsg() (writev) for up to IOV_MAX buffers;
 * an accepted connection gets its transport at once, not through a task.
 """
@@ -39,7 +40,8 @@ from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg)
+                        iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
+                        PyThread_get_thread_ident)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
@@ -215,24 +217,35 @@ cdef enum:
 # input path as well): the costliest step of a small request, and the same
 # for every loop.  So a bytes write into an empty buffer, made by a callback
 # of the loop, is held (_BATCH_PENDING) and the transport noted on the
-# loop's flush list (_BATCH_LISTED, loop.pxd's schedule_flush); the
-# callback's later writes queue behind it, and as the callback returns the
-# loop has each transport it wrote to send all of it in one writev
-# (_send_held).  Measured on CPython 3.14 (benchmarks/server_instructions.py
-# --measure strace): uvicorn's plain-text response, 3.13 syscalls per
-# request before, 2.15 after (zuvloop 2.07); eight pipelined requests to
-# the bench's httptools server, 1.13 before, 0.26 after (zuvloop 0.39; it
-# holds four writes at most).  The price, on a one-write request (the
-# echo rows: its syscalls stay the same), is the holding: 30 instructions
-# more in minloop's code on 3.11, 90 on 3.14 (1% and 3% of the server's
-# instructions per request), against a send() saved per extra write.  Not to
-# the end of the loop iteration, as zuvloop holds them: that would keep a
-# batch's data alive past the callback (and the responses of the first
-# connections of a busy iteration waiting for the last's), and the writes
-# servers make come from one callback: a task's step, a data_received().
+# loop's flush list (_BATCH_LISTED, loop.pxd's schedule_flush); later
+# writes queue behind it, and as the batch of callbacks that
+# _run_iteration() runs ends (before the loop polls again) the loop has each
+# transport written to send all of it in one writev (_send_held).
+# Measured on CPython 3.14 (benchmarks/server_instructions.py --measure
+# strace): uvicorn's plain-text response, 3.13 syscalls per request before,
+# 2.15 after (zuvloop 2.07); eight pipelined requests to the bench's
+# httptools server, 1.13 before, 0.26 after (zuvloop 0.39; it holds four
+# writes at most).  The price, on a one-write request (the echo rows: its
+# syscalls stay the same), is the holding: 30 instructions more in
+# minloop's code on 3.11, 90 on 3.14 (1% and 3% of the server's
+# instructions per request), against a send() saved per extra write.
+#
+# To the batch's end, not each callback's (as uvloop and zuvloop hold them
+# to the end of their iteration): a busy server's responses then leave
+# back to back, not one per task step with the next task's Python between.
+# Each send() to a peer asleep in its poller wakes it, and the waking
+# (try_to_wake_up, an IPI to the peer's CPU) is the sender's kernel time:
+# with the sends spread out, a client waiting on many connections (wrk
+# -c64) sleeps between nearly every two of them.  Measured (3.14, uvicorn
+# plain text, server and wrk on a core each, perf stat): holding to each
+# callback's end, 0.09-0.15 wrk wake-ups per request and 18.2-20.9 us of
+# server CPU per request, sock_def_readable's wake-up 8% of the server's
+# samples; to the batch's end, 0.033 and 15.5-17.2 us (zuvloop: 0.021,
+# 17.1-20.0 us).  A transport's held bytes are still bounded: past its
+# high-water mark they leave at once (_maybe_pause_protocol).
 #
 # What a program can observe stays asyncio's:
-# * bytes leave in the order written, before any other callback runs (and
+# * bytes leave in the order written, before the loop polls again (and
 #   before run_forever() returns, or loop.close() closes);
 # * get_write_buffer_size() first sends what is held, then answers what the
 #   kernel did not take -- asyncio's number (0 for a small write); a program
@@ -242,6 +255,9 @@ cdef enum:
 #   only where asyncio's would;
 # * a send error reaches the protocol as asyncio's: _fatal_error(), then
 #   connection_lost(exc) in a later iteration; write() never raises it;
+#   is_closing() in a later callback than the write's first sends what is
+#   held, so that it answers as asyncio's would (StreamWriter.drain() asks
+#   it; CPython's test_sslproto test_connection_lost_when_busy);
 # * close() and write_eof() send what is held first; abort() and the other
 #   _force_close()s offer it to the kernel once (asyncio had sent it at
 #   write()) and drop what it refuses, as asyncio drops its buffer;
@@ -249,9 +265,12 @@ cdef enum:
 #   thread while it sleeps) goes out at once, as before, and so does a
 #   write of a mutable buffer into an empty buffer (held, it would have to
 #   be copied).
-# What differs (README, "Differences"): after a write that will fail, the
-# transport is not closing until the callback returns, and the callback's
-# later writes are dropped with it rather than counted as writes after loss.
+# What differs (README, "Differences"): a later callback of the same batch
+# that reads the peer synchronously (a socket of its own, not through the
+# loop) does not find the bytes yet; after a write that will fail, the
+# transport is not closing in the callback that wrote, and later writes to
+# it before the batch ends or is_closing() is asked are dropped with it
+# rather than counted as writes after loss.
 cdef enum:
     _BATCH_PENDING = 1   # _buffer holds writes not yet offered to the
                          # kernel; no writer is armed
@@ -278,6 +297,8 @@ cdef class SocketTransport(StreamTransportBase):
         unsigned char _connected
         unsigned char _read_mode
         unsigned char _batch
+        # The loop's callback_seq as _batch became _BATCH_PENDING.
+        size_t _held_seq
         # None once connection_lost() has run.  Writable, as asyncio's is:
         # CPython's tests swap it for a wrapper (the transport's own I/O
         # goes through _sock_fd, so a wrapper changes nothing here).
@@ -511,6 +532,11 @@ cdef class SocketTransport(StreamTransportBase):
                 pass
 
     def is_closing(self):
+        if self._batch & _BATCH_PENDING and self._held_by_earlier_callback():
+            # asyncio sent it as that callback wrote it: a failure of that
+            # send would have closed the transport by now (StreamWriter's
+            # drain() asks, and then waits for connection_lost()).
+            self._send_batch()
         return self._closing
 
     def set_protocol(self, protocol):
@@ -704,7 +730,7 @@ cdef class SocketTransport(StreamTransportBase):
             return
         if not self._buffer_size:
             if PyBytes_Check(data) and self._can_hold():
-                # Held until the callback returns ("Write coalescing").
+                # Held until the batch of callbacks ends ("Write coalescing").
                 self._buffer = data
                 self._buffer_head = 0
                 self._buffer_size = PyBytes_GET_SIZE(data)
@@ -749,7 +775,7 @@ cdef class SocketTransport(StreamTransportBase):
         if not contiguous:
             # 3.12+ (join() refused it before): asyncio's sendmsg() of the
             # queue fails, and the queue is dropped -- all but what asyncio
-            # had sent already: what the callback's writes hold.
+            # had sent already: what the batch's writes hold.
             if self._send_batch() < 0:
                 return
             self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
@@ -766,7 +792,7 @@ cdef class SocketTransport(StreamTransportBase):
             return
         if was_empty:
             if self._can_hold():
-                # With the callback's other writes ("Write coalescing").
+                # With the batch's other writes ("Write coalescing").
                 self._hold_batch()
             else:
                 # One sendmsg() for all of it; a writer only for what is left.
@@ -885,12 +911,21 @@ cdef class SocketTransport(StreamTransportBase):
         """Whether a write into the empty buffer may wait for the end of the
         callback (else it is sent now, as before)."""
         # _sock: after connection_lost(), a write fails in write(), as
-        # asyncio's does (_socket_gone), not as the callback returns.
+        # asyncio's does (_socket_gone), not as the batch ends.
         return self._sock is not None and writes_can_wait(&self._core._flushes)
 
+    cdef inline bint _held_by_earlier_callback(self) noexcept:
+        """What is held was written by a callback before the running one
+        (on the loop's thread: another thread's is_closing() only reads)."""
+        cdef LoopCore core = self._core
+        return (core._flushes.in_callback
+                and self._held_seq != core._flushes.callback_seq
+                and PyThread_get_thread_ident() == xt_load_ulong(&core._thread_ident))
+
     cdef inline int _hold_batch(self) except -1:
-        """What _buffer holds waits for the callback's end: note the
+        """What _buffer holds waits for the batch's end: note the
         transport on the loop's flush list, once."""
+        self._held_seq = self._core._flushes.callback_seq
         if self._batch & _BATCH_LISTED:
             self._batch |= _BATCH_PENDING
             return 0
@@ -914,7 +949,7 @@ cdef class SocketTransport(StreamTransportBase):
         return 0
 
     cdef int _send_held(self) except -1:
-        """As the callback that wrote returns: send what it wrote."""
+        """As the batch of callbacks that wrote ends: send what it wrote."""
         cdef ssize_t sent
         if self._batch != _BATCH_PENDING | _BATCH_LISTED:
             self._batch &= ~_BATCH_LISTED   # sent already (close(), ...)

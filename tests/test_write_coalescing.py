@@ -1,8 +1,8 @@
-"""The stream transport's writes within one callback, on both loops.
+"""The stream transport's writes within one iteration, on both loops.
 
-minloop holds the writes a callback makes to a transport until it returns
-and sends them together (stream.pyx, "Write coalescing"); asyncio sends each
-at once.  Everything a program can see must be asyncio's all the same: the
+minloop holds the writes the callbacks of an iteration's batch make to a
+transport until the batch ends and sends them together (stream.pyx, "Write
+coalescing"); asyncio sends each at once.  Everything a program can see must be asyncio's all the same: the
 bytes and their order, get_write_buffer_size(), pause_writing() and
 resume_writing(), errors reaching connection_lost(), and what close(),
 abort() and write_eof() do with bytes written just before.  Only the number
@@ -160,18 +160,40 @@ def test_a_mutable_buffer_written_after_a_held_write_is_copied(loop):
     finish(loop, tr, peer)
 
 
-# --- nothing is held past the callback --------------------------------------
+# --- nothing is held past the iteration -------------------------------------
 
 
-def test_bytes_a_callback_wrote_have_left_when_the_next_one_runs(loop):
+def test_bytes_an_iteration_wrote_have_left_when_the_next_one_runs(loop):
     tr, proto, peer = accepted(loop)
     seen = []
     loop.call_soon(tr.write, b"first")
-    loop.call_soon(lambda: seen.append(read_now(peer)))   # same iteration
-    loop.call_soon(tr.write, b"second")
+    loop.call_soon(tr.write, b" second")
+    # Scheduled by a callback of the same iteration: runs in the next one.
+    loop.call_soon(loop.call_soon, lambda: seen.append(read_now(peer)))
+    loop.call_soon(tr.write, b" third")
     loop.run_until_complete(asyncio.sleep(0))
-    assert seen == [b"first"]
-    assert read_now(peer) == b"second"
+    loop.run_until_complete(asyncio.sleep(0))
+    assert seen == [b"first second third"]
+    assert read_now(peer) == b""
+    finish(loop, tr, peer)
+
+
+def test_each_iteration_sends_what_it_wrote(loop):
+    tr, proto, peer = accepted(loop)
+    seen = []
+
+    def write(data, then):
+        tr.write(data)
+        if then:
+            loop.call_soon(write, *then)   # the next iteration
+        else:
+            seen.append(read_now(peer))
+
+    loop.call_soon(write, b"one", (b"two", (b"three", ())))
+    loop.call_soon(lambda: seen.append(read_now(peer)))   # same iteration as "one"
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert b"".join(seen) + read_now(peer) == b"onetwothree"
+    assert b"two" in seen[-1]   # left as its iteration ended
     finish(loop, tr, peer)
 
 
@@ -376,6 +398,37 @@ def test_send_error_reaches_connection_lost_not_write(loop, then_close):
     assert tr.is_closing()
 
 
+def test_a_later_callback_sees_the_failed_send_of_an_earlier_one(loop):
+    # CPython's test_sslproto test_connection_lost_when_busy in small: a
+    # StreamWriter's drain() asks is_closing() to learn of the failure.
+    tr, proto, peer = accepted(loop)
+    peer.close()
+    seen = []
+    done = loop.create_future()
+    loop.call_soon(tr.write, b"into a closed peer")
+    loop.call_soon(lambda: seen.append(tr.is_closing()))   # same iteration
+    loop.call_soon(done.set_result, None)
+    loop.run_until_complete(done)
+    assert seen == [True]
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert isinstance(proto.lost_exc, (BrokenPipeError, ConnectionResetError))
+
+
+def test_is_closing_keeps_the_running_callbacks_writes_held(loop, loop_kind):
+    tr, proto, peer = seqpacket_transport(loop)
+
+    def respond():
+        tr.write(b"head ")
+        assert not tr.is_closing()
+        tr.write(b"body")
+
+    in_one_callback(loop, respond)
+    got = records(peer)
+    assert b"".join(got) == b"head body"
+    assert len(got) == (1 if loop_kind == "minloop" else 2)
+    finish(loop, tr, peer)
+
+
 # --- close(), abort(), write_eof() with bytes just written -------------------
 
 
@@ -468,6 +521,19 @@ def test_writes_of_one_callback_leave_in_one_send_on_minloop(loop, loop_kind):
         assert len(got) == 3
     in_one_callback(loop, lambda: tr.write(b"next callback"))
     assert records(peer) == [b"next callback"]
+    finish(loop, tr, peer)
+
+
+def test_writes_of_one_iteration_leave_in_one_send_on_minloop(loop, loop_kind):
+    tr, proto, peer = seqpacket_transport(loop)
+    done = loop.create_future()
+    loop.call_soon(tr.write, b"first task's response ")
+    loop.call_soon(tr.write, b"second task's response")
+    loop.call_soon(done.set_result, None)
+    loop.run_until_complete(done)
+    got = records(peer)
+    assert b"".join(got) == b"first task's response second task's response"
+    assert len(got) == (1 if loop_kind == "minloop" else 2)
     finish(loop, tr, peer)
 
 
