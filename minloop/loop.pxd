@@ -30,6 +30,7 @@ cdef struct write_flushes:
     write_flusher flusher
     bint in_callback
     size_t callback_seq
+    bint flush_after_callback   # a transport holds a large write (stream.pyx)
 
 
 cdef class LoopCore:

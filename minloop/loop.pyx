@@ -734,6 +734,11 @@ cdef class LoopCore:
             finally:
                 self._flushes.in_callback = False
                 self._release_ran(handle)
+            if self._flushes.flush_after_callback:
+                # A large write: it leaves now, with what is held with it.
+                self._flushes.flush_after_callback = False
+                if self._flushes.first != NULL:
+                    self._flush_writes()
         # What the batch's callbacks wrote to each transport leaves now, in
         # one writev per transport (stream.pyx, "Write coalescing").
         if self._flushes.first != NULL:

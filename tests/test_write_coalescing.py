@@ -542,3 +542,34 @@ def test_get_write_buffer_size_sends_what_is_held(loop, loop_kind):
     in_one_callback(loop, lambda: (tr.write(b"a"), tr.get_write_buffer_size(), tr.write(b"b")))
     assert records(peer) == [b"a", b"b"]
     finish(loop, tr, peer)
+
+
+def test_a_large_write_leaves_as_its_callback_returns(loop):
+    # Held to the batch's end only while small: a large write (16 KiB and
+    # more) is sent as the callback that wrote returns, so a later callback
+    # of the same batch finds it at the peer (as on asyncio, which sends at
+    # write()); a small one waits for the batch's end on minloop.
+    tr, proto, peer = accepted(loop)
+    seen = {}
+    done = loop.create_future()
+    big = b"x" * 20000
+    loop.call_soon(tr.write, big)
+    loop.call_soon(lambda: seen.setdefault("after big", read_now(peer)))
+    loop.call_soon(done.set_result, None)
+    loop.run_until_complete(done)
+    assert seen["after big"] == big
+    finish(loop, tr, peer)
+
+
+def test_a_large_write_sends_what_earlier_callbacks_hold_first(loop):
+    tr, proto, peer = accepted(loop)
+    seen = {}
+    done = loop.create_future()
+    big = b"y" * 20000
+    loop.call_soon(tr.write, b"small first ")
+    loop.call_soon(tr.write, big)
+    loop.call_soon(lambda: seen.setdefault("after big", read_now(peer)))
+    loop.call_soon(done.set_result, None)
+    loop.run_until_complete(done)
+    assert seen["after big"] == b"small first " + big
+    finish(loop, tr, peer)
