@@ -25,30 +25,6 @@ def test_handle_is_asyncios_threadsafe_handle(loop):
     loop.run_forever()
 
 
-@needs_threadsafe_handle
-def test_cancel_from_another_thread_waits_for_the_running_callback(loop):
-    started, finished = threading.Event(), threading.Event()
-    seen = []
-
-    def callback():
-        started.set()
-        time.sleep(0.2)
-        finished.set()
-
-    def other_thread():
-        handle = loop.call_soon_threadsafe(callback)
-        started.wait()
-        handle.cancel()
-        seen.append(finished.is_set())
-        loop.call_soon_threadsafe(loop.stop)
-
-    t = threading.Thread(target=other_thread)
-    t.start()
-    loop.run_forever()
-    t.join()
-    assert seen == [True]
-
-
 def test_handle_cancelled_before_it_runs_is_skipped(loop):
     ran = []
     cancelled = threading.Event()
@@ -69,7 +45,10 @@ def test_handle_cancelled_before_it_runs_is_skipped(loop):
 
 
 @needs_threadsafe_handle
-def test_cancelled_from_another_thread_waits_for_the_running_callback(loop):
+@pytest.mark.parametrize("asks", ["cancel", "cancelled"])
+def test_another_thread_waits_for_the_running_callback(loop, asks):
+    # cancel() and cancelled() from another thread return only once the
+    # callback that started has finished (the callback is not undone).
     started, finished = threading.Event(), threading.Event()
     seen = []
 
@@ -81,15 +60,16 @@ def test_cancelled_from_another_thread_waits_for_the_running_callback(loop):
     def other_thread():
         handle = loop.call_soon_threadsafe(callback)
         started.wait()
-        seen.append(handle.cancelled())
+        answer = getattr(handle, asks)()
         seen.append(finished.is_set())
+        seen.append(answer)
         loop.call_soon_threadsafe(loop.stop)
 
     t = threading.Thread(target=other_thread)
     t.start()
     loop.run_forever()
     t.join()
-    assert seen == [False, True]
+    assert seen == [True, None if asks == "cancel" else False]
 
 
 def test_callback_cancelling_its_own_handle_does_not_wait(loop):
