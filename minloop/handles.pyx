@@ -194,6 +194,11 @@ cdef int _cancel_later(Handle h) except -1:
     # One word, from False to True, immortal objects both: no reference
     # count changes, and the loop reads either value whole.
     h._cancelled = True
+    return _finish_cancel_later(h)
+
+
+cdef int _finish_cancel_later(Handle h) except -1:
+    """Ask the loop's thread to do the rest of a cancel() (_finish_cancel)."""
     try:
         h._loop.call_soon_threadsafe(_finish_cancel, h)
     except RuntimeError:
@@ -212,12 +217,10 @@ cdef int _run_threadsafe(Handle h) except -1:
     """What asyncio's _ThreadSafeHandle._run() does under its lock: skip
     the callback if cancelled since the loop looked, and make a cancel()
     from another thread wait until it returns.  handle_run() finds this
-    thread in _runner and runs the callback."""
-    cdef int verdict = minloop_ts_run_begins(<void *>h)
-    if verdict == 0:
+    thread in _runner and runs the callback (and so does a nested _run()
+    of the handle from its own callback)."""
+    if not minloop_ts_run_begins(<void *>h):
         return 0
-    if verdict == 2:
-        return handle_run(h)   # its own callback runs it again
     try:
         return handle_run(h)
     finally:
@@ -525,10 +528,7 @@ cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
             return   # cancelled already
         if XT_GUARD_THREADS and _foreign_thread(<Handle>self):
             # The loop's thread drops the callback (see _cancel_later).
-            try:
-                self._loop.call_soon_threadsafe(_finish_cancel, self)
-            except RuntimeError:
-                pass   # closed since
+            _finish_cancel_later(<Handle>self)
             return
         _cancel_now(<Handle>self)
 

@@ -126,27 +126,22 @@ minloop_ts_running_here(MinloopHandle *h)
     return __atomic_load_n(&h->_runner, __ATOMIC_RELAXED) == PyThread_get_thread_ident();
 }
 
-/* Before running h's callback.  1: run it, then call
- * minloop_ts_run_ended(); 0: cancelled, skip it; 2: this thread is running
- * it already (a callback calling its own handle's _run()): run it, and do
- * not call minloop_ts_run_ended(). */
+/* Before running h's callback, on a thread not running it already
+ * (handle_run() asks minloop_ts_running_here() first).  1: run it, then
+ * call minloop_ts_run_ended(); 0: cancelled, skip it. */
 static inline int
 minloop_ts_run_begins(MinloopHandle *h)
 {
     unsigned long me = PyThread_get_thread_ident();
-    int verdict;
+    int run = 0;
     TS_LOCK();
     ts_wait_for_runner(h, me);
-    if (h->_cancelled == Py_True)
-        verdict = 0;
-    else if (TS_RUNNER(h) == me)
-        verdict = 2;
-    else {
+    if (h->_cancelled != Py_True) {
         TS_SET_RUNNER(h, me);
-        verdict = 1;
+        run = 1;
     }
     TS_UNLOCK();
-    return verdict;
+    return run;
 }
 
 static inline void
