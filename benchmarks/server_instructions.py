@@ -17,8 +17,10 @@ The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
 -> sock_sendall loop, `protocol` an asyncio.Protocol, `http` the httptools
 server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
-(head and body sent apart, as ASGI does), or `aiohttp`: aiohttp.web's
-plain-text app of benchmarks/apps.py; on minloop or another loop with
+(head and body sent apart, as ASGI does), `uvicorn-json` the same with
+apps.py's JSON body, `aiohttp`: aiohttp.web's plain-text app of
+benchmarks/apps.py, or `websockets`: apps.py's websockets echo (32-byte text
+frames, masked as a client's must be); on minloop or another loop with
 --loop: a name python -m minloop bench --loops knows, or module:factory.
 --depth K sends K requests at once on each connection (pipelined HTTP, or K
 echo messages in one send()): one round trip is K requests.  Wall-clock
@@ -45,18 +47,25 @@ from minloop.bench import loops, servers  # noqa: E402
 from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
+WS_SIZE = 32   # benchmarks/apps.py's websocket message
 # --measure rusage: the server's own getrusage() over the client's run, by
 # field, written to the file this variable names.
 _RUSAGE_ENV = "MINLOOP_SERVER_RUSAGE"
 _RUSAGE_FIELDS = ("ru_minflt", "ru_nvcsw", "ru_nivcsw", "ru_utime", "ru_stime")
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp",
-         "streams-msg", "protocol-msg")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "uvicorn-json",
+         "aiohttp", "websockets", "streams-msg", "protocol-msg")
+# The kinds that are benchmarks/apps.py's apps, by app name.
+APPS = {"uvicorn": "uvicorn-text", "uvicorn-json": "uvicorn-json",
+        "aiohttp": "aiohttp-text", "websockets": "websockets-echo"}
+HTTP_KINDS = ("http", "uvicorn", "uvicorn-json", "aiohttp")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
 # bytes back.  mode "http": `depth` pipelined GET requests; the response's
 # length is learned from one request first (uvicorn's have a date header of
-# fixed width, so all are alike).
+# fixed width, so all are alike).  mode "ws": a websocket handshake per
+# connection, then `depth` masked text frames of `size` bytes (< 126) at once,
+# each echoed unmasked.
 CLIENT = r"""
 import selectors, socket, sys
 port, conns, total, size, depth = map(int, sys.argv[1:6])
@@ -80,6 +89,20 @@ if mode == "http":
         body += s.recv(65536)
     reply = (len(head) + 4 + length) * depth
     msg = request * depth
+elif mode == "ws":
+    for s in socks:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  b"Sec-WebSocket-Version: 13\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+        if not got.startswith(b"HTTP/1.1 101"):
+            sys.exit("websocket handshake refused")
+    mask = b"\x01\x02\x03\x04"
+    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * size))
+    msg = (bytes([0x81, 0x80 | size]) + mask + payload) * depth
+    reply = (2 + size) * depth
 else:
     msg = b"x" * size * depth
     reply = len(msg)
@@ -107,22 +130,28 @@ while pending:
                 del pending[s]
                 sel.unregister(s)
 for s in socks:
+    if mode == "ws":   # a close frame, and the server's back before leaving
+        s.sendall(b"\x88\x80\x01\x02\x03\x04")
+        while s.recv(4096):
+            pass
     s.close()
 """.replace("REQUEST", repr(HTTP_REQUEST)).replace("import selectors", "import re, selectors")
 
 
 async def _main(kind, conns, round_trips, depth):
     keep = []
-    if kind in ("uvicorn", "aiohttp"):
-        from apps import start_app   # benchmarks/apps.py: its plain-text apps
+    if kind in APPS:
+        import apps   # benchmarks/apps.py
 
-        port = await start_app(f"{kind}-text", keep)
+        apps.WS_PING_INTERVAL = None
+        port = await apps.start_app(APPS[kind], keep)
     else:
         port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
-    mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"
+    mode = "http" if kind in HTTP_KINDS else "ws" if kind == "websockets" else "echo"
+    size = WS_SIZE if kind == "websockets" else SIZE
     before = resource.getrusage(resource.RUSAGE_SELF)
     client = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
+        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(size),
         str(depth), mode)
     if await client.wait():
         sys.exit("client failed")
@@ -141,6 +170,9 @@ async def _main(kind, conns, round_trips, depth):
             await thing[1]
         elif hasattr(thing, "cleanup"):   # aiohttp's AppRunner
             await thing.cleanup()
+        elif hasattr(thing, "wait_closed"):   # websockets' Server
+            thing.close()
+            await thing.wait_closed()
     await asyncio.sleep(0)
 
 
