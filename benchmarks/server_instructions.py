@@ -2,6 +2,7 @@
 
     python benchmarks/server_instructions.py --kind http --depth 8 --measure callgrind
     python benchmarks/server_instructions.py --kind uvicorn --loop zuvloop --measure strace
+    python benchmarks/server_instructions.py --kind websockets --connections 20 --measure sched
 
 --measure runs the server twice under the tool, with --round-trips and
 three times as many, and prints the difference per request: instructions by
@@ -230,6 +231,28 @@ def _strace_counts(path):
     return calls
 
 
+# --measure sched: tracepoints counted by perf stat in the server alone
+# (--no-inherit: not its client).  The server's own context switches (sleeps
+# in the poller, and preemptions), the wake-ups it makes (on loopback a send
+# wakes the sleeping reader: its client), its polls and all its syscalls.
+# Unlike instructions these follow the timing of server and client: compare
+# loops in interleaved runs.
+_SCHED_EVENTS = ("raw_syscalls:sys_enter", "sched:sched_switch", "sched:sched_wakeup",
+                 "syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait",
+                 "syscalls:sys_enter_epoll_pwait2")
+
+
+def _perf_counts(path):
+    counts = collections.Counter()
+    with open(path) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[0].isdigit():
+                name = fields[2].split(":")[-1].replace("sys_enter_", "")
+                counts[{"sys_enter": "syscalls"}.get(name, name)] += int(fields[0])
+    return counts
+
+
 def _measure(args):
     small, large = args.round_trips, 3 * args.round_trips
     requests = (large - small) * args.depth
@@ -248,6 +271,10 @@ def _measure(args):
                 _run_under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
                            args, n)
                 results.append(_callgrind_by_object(out))
+            elif args.measure == "sched":
+                _run_under(["perf", "stat", "--no-inherit", "-x,", "-o", out,
+                            "-e", ",".join(_SCHED_EVENTS)], args, n)
+                results.append((_perf_counts(out), collections.Counter()))
             else:
                 _run_under(["strace", "-c", "-o", out], args, n)
                 results.append((_strace_counts(out), collections.Counter()))
@@ -255,8 +282,8 @@ def _measure(args):
         shutil.rmtree(tmp, ignore_errors=True)
     (small_by, small_fn), (large_by, large_fn) = results
     what = {"callgrind": "instructions", "strace": "syscalls",
-            "rusage": "getrusage() fields (times in microseconds: timing, not counts)"
-            }[args.measure]
+            "rusage": "getrusage() fields (times in microseconds: timing, not counts)",
+            "sched": "tracepoint counts (they follow the timing)"}[args.measure]
     print(f"{args.kind} on {args.loop}, {args.connections} connections, depth {args.depth}: "
           f"{what} per request ({large} - {small} round trips)")
     scale = {"ru_utime": 1e6, "ru_stime": 1e6}   # seconds -> microseconds
@@ -266,7 +293,7 @@ def _measure(args):
     for name, per in sorted(diff.items(), key=lambda kv: -abs(kv[1])):
         if abs(per) >= (0.5 if args.measure == "callgrind" else 0.001):
             print(f"  {per:10.3f}  {name}")
-    if args.measure != "rusage":
+    if args.measure in ("callgrind", "strace"):
         print(f"  {total:10.2f}  total")
     if args.functions:
         fdiff = {k: (large_fn[k] - small_fn[k]) / requests for k in set(small_fn) | set(large_fn)}
@@ -285,9 +312,10 @@ def main():
     parser.add_argument("--loop", default="minloop",
                         help="the server's loop: a known name (" + ", ".join(loops.NAMES)
                              + ") or module:factory (default: %(default)s)")
-    parser.add_argument("--measure", choices=("callgrind", "strace", "rusage"),
+    parser.add_argument("--measure", choices=("callgrind", "strace", "rusage", "sched"),
                         help="run the server under the tool twice (rusage: without one, "
-                             "its page faults, context switches and CPU times); print the "
+                             "its page faults, context switches and CPU times; sched: perf "
+                             "stat's count of its polls, switches and wake-ups); print the "
                              "cost per request")
     parser.add_argument("--functions", type=int, default=0, metavar="N",
                         help="with --measure callgrind: also the N costliest functions")
