@@ -60,6 +60,9 @@ JSON_BODY = {"message": "Hello, world!", "items": [1, 2, 3], "ok": True}
 HTTP_CONNS = 64
 WS_CLIENTS = 20
 WS_MESSAGE = b"x" * 32
+# websockets' default keepalive; server_instructions.py turns it off, as its
+# runs under valgrind outlast a ping's timeout.
+WS_PING_INTERVAL: float | None = 20.0
 LINE_CLIENTS = 16
 LINE = b"y" * 63 + b"\n"
 
@@ -168,7 +171,7 @@ async def _serve_websockets(keep):
             await ws.send(message)
 
     sock, port = _listener()
-    server = await serve(echo, sock=sock, compression=None)
+    server = await serve(echo, sock=sock, compression=None, ping_interval=WS_PING_INTERVAL)
     keep.append(server)
     return port
 

@@ -2,6 +2,7 @@
 
     python benchmarks/server_instructions.py --kind http --depth 8 --measure callgrind
     python benchmarks/server_instructions.py --kind uvicorn --loop zuvloop --measure strace
+    python benchmarks/server_instructions.py --kind websockets --connections 20 --measure sched
 
 --measure runs the server twice under the tool, with --round-trips and
 three times as many, and prints the difference per request: instructions by
@@ -17,8 +18,10 @@ The server is the bench's server of that kind (minloop/bench/servers.py:
 `streams` is start_server with read -> write -> drain, `sock` the sock_recv
 -> sock_sendall loop, `protocol` an asyncio.Protocol, `http` the httptools
 server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
-(head and body sent apart, as ASGI does), or `aiohttp`: aiohttp.web's
-plain-text app of benchmarks/apps.py; on minloop or another loop with
+(head and body sent apart, as ASGI does), `uvicorn-json` the same with
+apps.py's JSON body, `aiohttp`: aiohttp.web's plain-text app of
+benchmarks/apps.py, or `websockets`: apps.py's websockets echo (32-byte text
+frames, masked as a client's must be); on minloop or another loop with
 --loop: a name python -m minloop bench --loops knows, or module:factory.
 --depth K sends K requests at once on each connection (pipelined HTTP, or K
 echo messages in one send()): one round trip is K requests.  Wall-clock
@@ -45,18 +48,25 @@ from minloop.bench import loops, servers  # noqa: E402
 from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
+WS_SIZE = 32   # benchmarks/apps.py's websocket message
 # --measure rusage: the server's own getrusage() over the client's run, by
 # field, written to the file this variable names.
 _RUSAGE_ENV = "MINLOOP_SERVER_RUSAGE"
 _RUSAGE_FIELDS = ("ru_minflt", "ru_nvcsw", "ru_nivcsw", "ru_utime", "ru_stime")
-KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "aiohttp",
-         "streams-msg", "protocol-msg")
+KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "uvicorn-json",
+         "aiohttp", "websockets", "streams-msg", "protocol-msg")
+# The kinds that are benchmarks/apps.py's apps, by app name.
+APPS = {"uvicorn": "uvicorn-text", "uvicorn-json": "uvicorn-json",
+        "aiohttp": "aiohttp-text", "websockets": "websockets-echo"}
+HTTP_KINDS = ("http", "uvicorn", "uvicorn-json", "aiohttp")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
 # sends `depth` messages of `size` bytes at once and waits for all of their
 # bytes back.  mode "http": `depth` pipelined GET requests; the response's
 # length is learned from one request first (uvicorn's have a date header of
-# fixed width, so all are alike).
+# fixed width, so all are alike).  mode "ws": a websocket handshake per
+# connection, then `depth` masked text frames of `size` bytes (< 126) at once,
+# each echoed unmasked.
 CLIENT = r"""
 import selectors, socket, sys
 port, conns, total, size, depth = map(int, sys.argv[1:6])
@@ -80,6 +90,20 @@ if mode == "http":
         body += s.recv(65536)
     reply = (len(head) + 4 + length) * depth
     msg = request * depth
+elif mode == "ws":
+    for s in socks:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  b"Sec-WebSocket-Version: 13\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+        if not got.startswith(b"HTTP/1.1 101"):
+            sys.exit("websocket handshake refused")
+    mask = b"\x01\x02\x03\x04"
+    payload = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * size))
+    msg = (bytes([0x81, 0x80 | size]) + mask + payload) * depth
+    reply = (2 + size) * depth
 else:
     msg = b"x" * size * depth
     reply = len(msg)
@@ -107,22 +131,28 @@ while pending:
                 del pending[s]
                 sel.unregister(s)
 for s in socks:
+    if mode == "ws":   # a close frame, and the server's back before leaving
+        s.sendall(b"\x88\x80\x01\x02\x03\x04")
+        while s.recv(4096):
+            pass
     s.close()
 """.replace("REQUEST", repr(HTTP_REQUEST)).replace("import selectors", "import re, selectors")
 
 
 async def _main(kind, conns, round_trips, depth):
     keep = []
-    if kind in ("uvicorn", "aiohttp"):
-        from apps import start_app   # benchmarks/apps.py: its plain-text apps
+    if kind in APPS:
+        import apps   # benchmarks/apps.py
 
-        port = await start_app(f"{kind}-text", keep)
+        apps.WS_PING_INTERVAL = None
+        port = await apps.start_app(APPS[kind], keep)
     else:
         port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
-    mode = "http" if kind in ("http", "uvicorn", "aiohttp") else "echo"
+    mode = "http" if kind in HTTP_KINDS else "ws" if kind == "websockets" else "echo"
+    size = WS_SIZE if kind == "websockets" else SIZE
     before = resource.getrusage(resource.RUSAGE_SELF)
     client = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(SIZE),
+        sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(size),
         str(depth), mode)
     if await client.wait():
         sys.exit("client failed")
@@ -141,6 +171,9 @@ async def _main(kind, conns, round_trips, depth):
             await thing[1]
         elif hasattr(thing, "cleanup"):   # aiohttp's AppRunner
             await thing.cleanup()
+        elif hasattr(thing, "wait_closed"):   # websockets' Server
+            thing.close()
+            await thing.wait_closed()
     await asyncio.sleep(0)
 
 
@@ -198,6 +231,28 @@ def _strace_counts(path):
     return calls
 
 
+# --measure sched: tracepoints counted by perf stat in the server alone
+# (--no-inherit: not its client).  The server's own context switches (sleeps
+# in the poller, and preemptions), the wake-ups it makes (on loopback a send
+# wakes the sleeping reader: its client), its polls and all its syscalls.
+# Unlike instructions these follow the timing of server and client: compare
+# loops in interleaved runs.
+_SCHED_EVENTS = ("raw_syscalls:sys_enter", "sched:sched_switch", "sched:sched_wakeup",
+                 "syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait",
+                 "syscalls:sys_enter_epoll_pwait2")
+
+
+def _perf_counts(path):
+    counts = collections.Counter()
+    with open(path) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[0].isdigit():
+                name = fields[2].split(":")[-1].replace("sys_enter_", "")
+                counts[{"sys_enter": "syscalls"}.get(name, name)] += int(fields[0])
+    return counts
+
+
 def _measure(args):
     small, large = args.round_trips, 3 * args.round_trips
     requests = (large - small) * args.depth
@@ -216,6 +271,10 @@ def _measure(args):
                 _run_under(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"],
                            args, n)
                 results.append(_callgrind_by_object(out))
+            elif args.measure == "sched":
+                _run_under(["perf", "stat", "--no-inherit", "-x,", "-o", out,
+                            "-e", ",".join(_SCHED_EVENTS)], args, n)
+                results.append((_perf_counts(out), collections.Counter()))
             else:
                 _run_under(["strace", "-c", "-o", out], args, n)
                 results.append((_strace_counts(out), collections.Counter()))
@@ -223,8 +282,8 @@ def _measure(args):
         shutil.rmtree(tmp, ignore_errors=True)
     (small_by, small_fn), (large_by, large_fn) = results
     what = {"callgrind": "instructions", "strace": "syscalls",
-            "rusage": "getrusage() fields (times in microseconds: timing, not counts)"
-            }[args.measure]
+            "rusage": "getrusage() fields (times in microseconds: timing, not counts)",
+            "sched": "tracepoint counts (they follow the timing)"}[args.measure]
     print(f"{args.kind} on {args.loop}, {args.connections} connections, depth {args.depth}: "
           f"{what} per request ({large} - {small} round trips)")
     scale = {"ru_utime": 1e6, "ru_stime": 1e6}   # seconds -> microseconds
@@ -234,7 +293,7 @@ def _measure(args):
     for name, per in sorted(diff.items(), key=lambda kv: -abs(kv[1])):
         if abs(per) >= (0.5 if args.measure == "callgrind" else 0.001):
             print(f"  {per:10.3f}  {name}")
-    if args.measure != "rusage":
+    if args.measure in ("callgrind", "strace"):
         print(f"  {total:10.2f}  total")
     if args.functions:
         fdiff = {k: (large_fn[k] - small_fn[k]) / requests for k in set(small_fn) | set(large_fn)}
@@ -253,9 +312,10 @@ def main():
     parser.add_argument("--loop", default="minloop",
                         help="the server's loop: a known name (" + ", ".join(loops.NAMES)
                              + ") or module:factory (default: %(default)s)")
-    parser.add_argument("--measure", choices=("callgrind", "strace", "rusage"),
+    parser.add_argument("--measure", choices=("callgrind", "strace", "rusage", "sched"),
                         help="run the server under the tool twice (rusage: without one, "
-                             "its page faults, context switches and CPU times); print the "
+                             "its page faults, context switches and CPU times; sched: perf "
+                             "stat's count of its polls, switches and wake-ups); print the "
                              "cost per request")
     parser.add_argument("--functions", type=int, default=0, metavar="N",
                         help="with --measure callgrind: also the N costliest functions")

@@ -18,18 +18,20 @@ import pytest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_instructions.py")
 
 
-NEEDS = {"http": "httptools", "uvicorn": "uvicorn"}
+NEEDS = {"http": "httptools", "uvicorn": "uvicorn", "uvicorn-json": "uvicorn",
+         "aiohttp": "aiohttp", "websockets": "websockets"}
 
 
 @pytest.mark.parametrize("loop", ["minloop", "asyncio"])
 @pytest.mark.parametrize("kind, depth", [("streams", 1), ("sock", 1), ("protocol", 1),
                                          ("buffered", 1), ("protocol", 4), ("http", 1),
-                                         ("http", 8), ("uvicorn", 1),
+                                         ("http", 8), ("uvicorn", 1), ("uvicorn-json", 1),
+                                         ("aiohttp", 1), ("websockets", 1), ("websockets", 4),
                                          ("streams-msg", 16), ("protocol-msg", 16)])
 def test_kind_runs_to_the_end(kind, depth, loop):
     if kind in NEEDS:
         pytest.importorskip(NEEDS[kind])
-        if kind == "uvicorn":
+        if kind.startswith("uvicorn"):
             pytest.importorskip("httptools")
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--kind", kind, "--loop", loop, "--connections", "4",
