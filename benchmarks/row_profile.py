@@ -63,8 +63,8 @@ def _start_server(row, loop, tool, path):
     return server, ready
 
 
-def _drive(row, ready, duration, warmup):
-    argv = [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
+def _drive(row, ready, duration, warmup, wrap=()):
+    argv = [*wrap, sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
             "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
             "--duration", f"{duration:g}", "--warmup", f"{warmup:g}",
             "--cpu", str(CLIENT_CPU)]
@@ -135,22 +135,76 @@ def _one_run(row, args, duration, tmp):
         tool = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     server, ready = _start_server(row, args.loop, tool, path)
     perf = None
+    wrap = ()
     try:
         if args.measure == "perf":
             perf = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e", PERF_EVENTS,
                                      "-p", str(ready["pid"])], stderr=subprocess.DEVNULL)
+            # The load generator counted whole, its start-up too (a bare
+            # interpreter: some hundreds of syscalls, against tens of
+            # thousands of round trips).
+            wrap = ("perf", "stat", "-x", ",", "-o", out + ".client", "-e", PERF_EVENTS, "--")
             time.sleep(1.0)   # attached before the first connection
-        answer = _drive(row, ready, duration, args.warmup)
+        answer = _drive(row, ready, duration, args.warmup, wrap)
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)
             perf.wait()
         _stop_server(server)
     if args.measure == "perf":
-        counts, functions = _perf_counts(out), collections.Counter()
+        counts, functions = _perf_counts(out), _perf_counts(out + ".client")
     else:
         counts, functions = _callgrind_counts(out)
     return answer, counts, functions
+
+
+def _print_perf(row, args, runs):
+    """Each run's own figures over its counted round trips: with no warm-up,
+    what the server does outside the counted window is its connections'
+    set-up and last round trips, a few dozen syscalls."""
+    per = "request" if row.mode == "http" else "round trip"
+    print(f"{row.id} on {args.loop} (Python {sys.version.split()[0]}): perf stat, per {per}, "
+          f"{len(runs)} runs of {runs[0][0]['seconds']:.0f} s")
+    names = ["rate /s", "server CPU us (client's /proc reading)", "load generator CPU share",
+             "server task-clock us", "server context switches", "server page faults"]
+    rows = {n: [] for n in names}
+    server_calls, client_calls = collections.Counter(), collections.Counter()
+    for answer, server, client in runs:
+        rts = answer["round_trips"]
+        rows["rate /s"].append(f"{rts / answer['seconds']:,.0f}")
+        rows["server CPU us (client's /proc reading)"].append(
+            f"{answer['server_cpu'] / rts * 1e6:.2f}" if answer.get("server_cpu") else "-")
+        rows["load generator CPU share"].append(f"{answer['client_cpu'] / answer['seconds']:.0%}")
+        rows["server task-clock us"].append(f"{server['task-clock'] * 1e3 / rts:.2f}")
+        rows["server context switches"].append(f"{server['context-switches'] / rts:.4f}")
+        rows["server page faults"].append(f"{server['page-faults'] / rts:.4f}")
+        for k, v in server.items():
+            if k not in ("task-clock", "context-switches", "page-faults"):
+                server_calls[k] += 0
+        for k in client:
+            if k not in ("task-clock", "context-switches", "page-faults"):
+                client_calls[k] += 0
+    for k in server_calls:
+        rows[f"server {k}"] = [f"{s[k] / a['round_trips']:.4f}" for a, s, _ in runs]
+    rows["server syscalls"] = [
+        f"{sum(v for k, v in s.items() if k in server_calls) / a['round_trips']:.4f}"
+        for a, s, _ in runs]
+    rows["client task-clock us"] = [f"{c['task-clock'] * 1e3 / a['round_trips']:.2f}"
+                                    for a, _, c in runs]
+    rows["client context switches"] = [f"{c['context-switches'] / a['round_trips']:.4f}"
+                                       for a, _, c in runs]
+    # The generator's start-up (imports, ...) shows as a few syscalls per
+    # thousand round trips: lumped together.
+    big = [k for k in client_calls
+           if max(c[k] / a["round_trips"] for a, _, c in runs) >= 0.005]
+    for k in big:
+        rows[f"client {k}"] = [f"{c[k] / a['round_trips']:.4f}" for a, _, c in runs]
+    rows["client other syscalls"] = [
+        f"{sum(v for k, v in c.items() if k in client_calls and k not in big) / a['round_trips']:.4f}"
+        for a, _, c in runs]
+    for name, values in rows.items():
+        if any(v not in ("0.0000", "-") for v in values):
+            print(f"  {name:42s} " + "  ".join(f"{v:>8s}" for v in values))
 
 
 def main():
@@ -163,11 +217,24 @@ def main():
     parser.add_argument("--warmup", type=float, default=0.0,
                         help="uncounted seconds first (default 0: counts need no warm-up)")
     parser.add_argument("--functions", type=int, default=0, metavar="N")
+    parser.add_argument("--rounds", type=int, default=3, help="perf: runs (default: %(default)s)")
+    parser.add_argument("--save", metavar="FILE",
+                        help="also write every per-round-trip figure (callgrind: by function too) "
+                             "as JSON, for comparing two loops")
     args = parser.parse_args()
     row = rows_module.ROWS.get(args.row)
     if row is None or row.group != "net":
         parser.error(f"--row: not a net row: {args.row}")
     short = args.duration or (3.0 if args.measure == "callgrind" else 1.0)
+    if args.measure == "perf":
+        with tempfile.TemporaryDirectory(prefix="row-profile-") as tmp:
+            runs = [_one_run(row, args, short, tmp) for _ in range(args.rounds)]
+        _print_perf(row, args, runs)
+        if args.save:
+            with open(args.save, "w") as f:
+                json.dump({"row": row.id, "loop": args.loop, "measure": args.measure,
+                           "python": sys.version.split()[0], "runs": runs}, f, indent=0)
+        return
     with tempfile.TemporaryDirectory(prefix="row-profile-") as tmp:
         runs = [_one_run(row, args, d, tmp) for d in (short, 3 * short)]
     (a1, c1, f1), (a2, c2, f2) = runs
@@ -182,6 +249,12 @@ def main():
         print(f"  run of {a['seconds']:.2f} s: {rate:,.0f}/s, server CPU {server_us:.2f} us "
               f"per {per}, load generator {a['client_cpu'] / a['seconds']:.0%} of its core")
     diff = {k: (c2[k] - c1[k]) / rts for k in set(c1) | set(c2)}
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump({"row": row.id, "loop": args.loop, "measure": args.measure,
+                       "python": sys.version.split()[0], "runs": [a1, a2], "per_op": diff,
+                       "functions": {k: (f2[k] - f1[k]) / rts for k in set(f1) | set(f2)}},
+                      f, indent=0)
     if args.measure == "perf":
         print(f"  {diff.pop('task-clock', 0) * 1e3:10.3f}  task-clock (us)")
         for name in ("context-switches", "page-faults"):
