@@ -5,23 +5,25 @@
 
 The row's own server (minloop/bench/servers.py, pinned to CPU 0) against the
 row's own load generator (minloop/bench/client.py, pinned to CPU 1), with the
-row's connections, message size and depth, run twice: --duration seconds
-timed and three times that (the same warm-up).  Everything is the difference
-of the two runs over the difference of their counted round trips, so that
-start-up, connecting and the warm-up cancel out.
+row's connections, message size and depth.
 
---measure perf: `perf stat -p` attached to the server (no slowdown): its
-syscalls by name (the syscalls:sys_enter_* tracepoints; needs tracefs
-mounted), task-clock, context switches and page faults; and, from the load
+--measure perf: --rounds runs of --duration seconds (1), no warm-up, with
+`perf stat -p` attached to the server (no slowdown) and `perf stat` around
+the load generator: syscalls by name (the syscalls:sys_enter_* tracepoints;
+needs tracefs mounted), task-clock, context switches and page faults of
+both, each run's over its own counted round trips; and, from the
 generator's answer, the server's CPU per round trip and the generator's CPU
 share (near 100%: the generator, not the server, set the pace).  Timing
 figures are only as good as the machine is quiet.
 
---measure callgrind: the server under valgrind --tool=callgrind: its
-instructions by object (the interpreter, the loop's .so files, libc, the
-kernel's vDSO ...) and, with --functions N, the N functions whose counts
-differ most.  Under valgrind the server is some 50x slower, so the generator
-is never the bottleneck there: more events per poll than in the row.
+--measure callgrind: two runs of the server under valgrind --tool=callgrind,
+--duration seconds timed (3) and three times that; instructions are the
+difference of the two over the difference of their counted round trips (so
+that start-up and connecting cancel out), by object (the interpreter, the
+loop's .so files, libc ...) and, with --functions N, the N functions whose
+counts differ most.  Under valgrind the server is some 50x slower, so the
+generator is never the bottleneck there: more events per poll than in the
+row.
 
 benchmarks/server_instructions.py measures the same with a fixed-count
 client of its own; this script runs the bench's client, and so also the
