@@ -8,7 +8,8 @@ What differs is only how the work is done:
 
 * reads go from recv() into the loop's 256 KiB read buffer and out as a
   bytes object of the size read (asyncio allocates 256 KiB per read and
-  shrinks it);
+  shrinks it); while reads bring more than _COPY_MAX, that copy would cost
+  more than asyncio's allocation, and reads go asyncio's way (_READ_LARGE);
 * the writes the callbacks of one batch make go out together as the
   batch ends (a bytes write into an empty buffer is held until then;
   "Write coalescing" below), other writes at once; only the unsent rest
@@ -34,14 +35,16 @@ from . import _asyncio_compat
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.object cimport PyTypeObject
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_DECREF
+from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE,
+                            PyBytes_Check, _PyBytes_Resize)
 from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident)
+                        PyThread_get_thread_ident, PyBytes_FromStringAndSize_raw)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
@@ -204,8 +207,20 @@ cdef object _share_addr(object addr):
 # StreamReaderProtocol, into its reader (stream_reader.pyx).
 cdef enum:
     _READ_DATA
+    # data_received(bytes) too, the last read having brought more than
+    # _COPY_MAX: received straight into a bytes object of READ_SIZE bytes,
+    # shrunk to what came.  Same recv(), same bytes: only the copy goes.
+    _READ_LARGE
     _READ_INTO_BUFFER
     _READ_FEEDS_READER
+
+
+# Above this many bytes a read's copy out of the loop's buffer costs more
+# than receiving into a new bytes object and shrinking it (a 256 KiB
+# allocation, realloc() in place): at 64 KiB the copy was 65k of a round
+# trip's 68k instructions in the server (callgrind, tcp-protocol-64k-c16).
+cdef enum:
+    _COPY_MAX = 16 * 1024
 
 
 # Write coalescing
@@ -609,6 +624,8 @@ cdef class SocketTransport(StreamTransportBase):
             return
         if self._read_mode == _READ_INTO_BUFFER:
             self._read_into_protocol_buffer()
+        elif self._read_mode == _READ_LARGE:
+            self._read_large()
         else:
             self._read_data()
 
@@ -635,8 +652,34 @@ cdef class SocketTransport(StreamTransportBase):
                 self._fatal_error(
                     exc, 'Fatal error: protocol.data_received() call failed.')
                 return
+        elif n > _COPY_MAX:
+            self._read_mode = _READ_LARGE     # for the next read
         # Copied out of the loop's buffer before any Python code runs.
-        data = PyBytes_FromStringAndSize(buf, n)
+        self._data_received(PyBytes_FromStringAndSize(buf, n))
+
+    cdef _read_large(self):
+        # asyncio's recv(max_size): no copy, an allocation to shrink.
+        cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, READ_SIZE)
+        cdef ssize_t n = recv(self._sock_fd, PyBytes_AS_STRING(<object>raw),
+                              READ_SIZE, 0)
+        cdef int err = errno
+        if n <= 0:
+            Py_DECREF(<object>raw)
+            if n == 0:
+                self._read_eof()
+            elif not _would_block(err):
+                self._fatal_error(os_error(err),
+                                  'Fatal read error on socket transport')
+            return
+        if n <= _COPY_MAX:
+            self._read_mode = _READ_DATA      # small again: copy
+        if n != READ_SIZE:
+            _PyBytes_Resize(&raw, n)   # on failure: raw freed, set to NULL
+        data = <object>raw     # takes a reference of its own
+        Py_DECREF(data)        # drop the one raw held
+        self._data_received(data)
+
+    cdef _data_received(self, data):
         try:
             # Looked up on every read, as asyncio does: a protocol may
             # replace its data_received as its state changes.
