@@ -9,7 +9,8 @@ What differs is only how the work is done:
 * reads go from recv() into the loop's 256 KiB read buffer and out as a
   bytes object of the size read (asyncio allocates 256 KiB per read and
   shrinks it); while reads bring more than _COPY_MAX, that copy would cost
-  more than asyncio's allocation, and reads go asyncio's way (_READ_LARGE);
+  more than an allocation, and reads go into a bytes object of 127 KiB
+  shrunk to fit (_READ_LARGE);
 * the writes the callbacks of one batch make go out together as the
   batch ends (a bytes write into an empty buffer is held until then;
   "Write coalescing" below), other writes at once; only the unsent rest
@@ -208,19 +209,25 @@ cdef object _share_addr(object addr):
 cdef enum:
     _READ_DATA
     # data_received(bytes) too, the last read having brought more than
-    # _COPY_MAX: received straight into a bytes object of READ_SIZE bytes,
-    # shrunk to what came.  Same recv(), same bytes: only the copy goes.
+    # _COPY_MAX: received straight into a bytes object of _LARGE_READ_SIZE
+    # bytes, shrunk to what came.  The same bytes, without the copy.
     _READ_LARGE
     _READ_INTO_BUFFER
     _READ_FEEDS_READER
 
 
 # Above this many bytes a read's copy out of the loop's buffer costs more
-# than receiving into a new bytes object and shrinking it (a 256 KiB
-# allocation, realloc() in place): at 64 KiB the copy was 65k of a round
-# trip's 68k instructions in the server (callgrind, tcp-protocol-64k-c16).
+# than receiving into a new bytes object and shrinking it: at 64 KiB the
+# copy was 65k of a round trip's 68k instructions in the server (callgrind,
+# tcp-protocol-64k-c16).  That bytes object is smaller than glibc's
+# threshold for mmap() (128 KiB until a program changes it), so it comes
+# from the heap and shrinks in place: asyncio's 256 KiB allocation is an
+# mmap(), 16 page faults per 64 KiB read and a munmap() -- 102 us of server
+# CPU per 64 KiB round trip against the copy's 28 (3.14), which valgrind's
+# own malloc() does not show.  A larger message takes one read more.
 cdef enum:
     _COPY_MAX = 16 * 1024
+    _LARGE_READ_SIZE = 127 * 1024
 
 
 # Write coalescing
@@ -658,10 +665,11 @@ cdef class SocketTransport(StreamTransportBase):
         self._data_received(PyBytes_FromStringAndSize(buf, n))
 
     cdef _read_large(self):
-        # asyncio's recv(max_size): no copy, an allocation to shrink.
-        cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, READ_SIZE)
+        # As asyncio's recv(max_size), smaller: no copy, an allocation to
+        # shrink.
+        cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, _LARGE_READ_SIZE)
         cdef ssize_t n = recv(self._sock_fd, PyBytes_AS_STRING(<object>raw),
-                              READ_SIZE, 0)
+                              _LARGE_READ_SIZE, 0)
         cdef int err = errno
         if n <= 0:
             Py_DECREF(<object>raw)
@@ -673,7 +681,7 @@ cdef class SocketTransport(StreamTransportBase):
             return
         if n <= _COPY_MAX:
             self._read_mode = _READ_DATA      # small again: copy
-        if n != READ_SIZE:
+        if n != _LARGE_READ_SIZE:
             _PyBytes_Resize(&raw, n)   # on failure: raw freed, set to NULL
         data = <object>raw     # takes a reference of its own
         Py_DECREF(data)        # drop the one raw held
