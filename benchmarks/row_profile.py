@@ -34,7 +34,6 @@ import argparse
 import collections
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -45,6 +44,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from minloop.bench import client as client_module  # noqa: E402
 from minloop.bench import rows as rows_module  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# callgrind_annotate's output read as that script reads it.
+from server_instructions import _callgrind_by_object  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 0, 1
 PERF_EVENTS = "task-clock,context-switches,page-faults,syscalls:sys_enter_*"
@@ -102,33 +105,6 @@ def _perf_counts(path):
     return counts
 
 
-_ANNOTATED = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*$")
-
-
-def _callgrind_counts(path):
-    """{object: instructions}, {function [object]: instructions} of one run
-    (as benchmarks/server_instructions.py reads callgrind_annotate)."""
-    out = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100",
-                          "--show-percs=no", path],
-                         capture_output=True, text=True, check=True).stdout
-    objects, functions = collections.Counter(), collections.Counter()
-    for line in out.splitlines():
-        m = _ANNOTATED.match(line)
-        if not m or "PROGRAM TOTALS" in line or ":" not in m.group(2):
-            continue
-        count = int(m.group(1).replace(",", ""))
-        name = m.group(2)
-        obj = re.search(r"\[(.*)\]$", name)
-        if obj:
-            obj = os.path.basename(obj.group(1))
-        else:
-            module = re.search(r"__pyx_[a-z]+_\d+(?:minloop|httptools|uvloop)_(\d+)(\w+)", name)
-            obj = f"{module.group(2)[:int(module.group(1))]}.so" if module else "?"
-        objects[re.sub(r"\.cpython-.*\.so$", ".so", obj)] += count
-        functions[name] += count
-    return objects, functions
-
-
 def _one_run(row, args, duration, tmp):
     path = os.path.join(tmp, "row.sock") if row.kind == "unix" else None
     out = os.path.join(tmp, f"{args.measure}.{duration:g}")
@@ -156,7 +132,7 @@ def _one_run(row, args, duration, tmp):
     if args.measure == "perf":
         counts, functions = _perf_counts(out), _perf_counts(out + ".client")
     else:
-        counts, functions = _callgrind_counts(out)
+        counts, functions = _callgrind_by_object(out)
     return answer, counts, functions
 
 
