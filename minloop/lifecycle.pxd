@@ -33,15 +33,24 @@
 # close(), abort(), _fatal_error(), _force_close() (the pipes': _close()),
 # _call_connection_lost().
 
+from cpython.bytes cimport PyBytes_AS_STRING, _PyBytes_Resize
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF
+from libc cimport errno as libc_errno
 from libc.stdlib cimport malloc
 
-from .includes cimport POLLER_READ, POLLER_WRITE
+from .includes cimport POLLER_READ, POLLER_WRITE, recv, PyBytes_FromStringAndSize_raw
 from .loop cimport LoopCore, fd_watched
 
 
 cdef enum:
     # asyncio's max_size: the most one read of any transport returns.
     READ_SIZE = 256 * 1024
+    # Above this many bytes a read's copy out of read_buffer() costs more
+    # than receiving into a new bytes object (recv_new_bytes()): at 64 KiB
+    # the copy was 65k of a round trip's 68k server instructions (callgrind,
+    # tcp-protocol-64k-c16).
+    COPY_MAX = 16 * 1024
 
 
 
@@ -58,6 +67,26 @@ cdef inline char *read_buffer(LoopCore core) except NULL:
         if core._read_buffer == NULL:
             raise MemoryError()
     return core._read_buffer
+
+
+cdef inline object recv_new_bytes(int fd, Py_ssize_t n, ssize_t *got):
+    """One recv(n) on fd into a new bytes object of n bytes, shrunk to what
+    came, as the socket module's recv(n) does (no copy out of
+    read_buffer()).  The bytes; or None where recv() returned 0 or failed:
+    *got says which, errno why."""
+    cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
+    cdef int err
+    got[0] = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+    if got[0] <= 0:
+        err = libc_errno.errno
+        Py_DECREF(<object>raw)   # free() may change errno
+        libc_errno.errno = err
+        return None
+    if got[0] != n:
+        _PyBytes_Resize(&raw, got[0])   # on failure: raw freed, set to NULL
+    data = <object>raw     # takes a reference of its own
+    Py_DECREF(data)        # drop the one raw held
+    return data
 
 
 cdef inline object sock_name(object sock):

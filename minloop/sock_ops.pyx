@@ -46,12 +46,10 @@ from asyncio import exceptions as _aio_exceptions
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, _PyBytes_Resize,
-                            PyBytes_FromStringAndSize)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF
 from libc.errno cimport errno, EINTR, ENOTCONN
 from libc.stdint cimport int64_t, INT64_MAX
 from posix.types cimport off_t
@@ -59,9 +57,9 @@ from posix.unistd cimport lseek, SEEK_SET
 
 from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
-                        PyBytes_FromStringAndSize_raw, minloop_socket_head,
+                        minloop_socket_head,
                         compat_type_version)
-from .lifecycle cimport READ_SIZE, read_buffer
+from .lifecycle cimport READ_SIZE, COPY_MAX, read_buffer, recv_new_bytes
 from .loop cimport LoopCore, check_loop_thread
 from .fd_owners cimport transport_of
 from .oserrors cimport os_error, would_block
@@ -178,7 +176,6 @@ cdef int _raise_errno(int err) except -1:
 # Whether the last recv of _recv_bytes() brought more than is worth copying
 # out of the read buffer.  A hint only: both ways make the same one recv(n)
 # call and give the same bytes, so a wrong guess costs time, never data.
-cdef Py_ssize_t _COPY_MAX = 16 * 1024
 cdef bint _recv_large = False
 
 
@@ -191,16 +188,16 @@ cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
     message) then costs no allocation of n bytes to shrink, and a recv that
     would block allocates nothing.  No Python code runs between the recv
     and the copy (see lifecycle.read_buffer).  While the recvs bring more
-    than _COPY_MAX, the copy would cost more than the allocation: the bytes
+    than COPY_MAX, the copy would cost more than the allocation: the bytes
     object of n bytes is received into directly.
     """
     global _recv_large
     cdef Py_ssize_t got
     cdef char *buf
-    if n > READ_SIZE or (_recv_large and n > _COPY_MAX):
+    if n > READ_SIZE or (_recv_large and n > COPY_MAX):
         data = _recv_bytes_direct(fd, n)
         if data is not _AGAIN:
-            _recv_large = PyBytes_GET_SIZE(data) > _COPY_MAX
+            _recv_large = PyBytes_GET_SIZE(data) > COPY_MAX
         return data
     # The one read into the loop's buffer made outside the loop's callbacks:
     # a coroutine of another thread's loop may call it.
@@ -209,37 +206,23 @@ cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
     got = _recv_into(fd, buf, n)
     if got < 0:
         return _AGAIN
-    _recv_large = got > _COPY_MAX
+    _recv_large = got > COPY_MAX
     return PyBytes_FromStringAndSize(buf, got)
 
 
 cdef object _recv_bytes_direct(int fd, Py_ssize_t n):
     """recv(n) on fd into a bytes object of n bytes, shrunk to fit."""
-    cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
     cdef ssize_t got
-    cdef int err
-    cdef object data
     while True:
-        got = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+        data = recv_new_bytes(fd, n, &got)
         if got >= 0:
-            break
-        err = errno
-        if err == EINTR:
-            try:
-                PyErr_CheckSignals()   # PEP 475: retry unless a handler raised
-            except BaseException:
-                Py_DECREF(<object>raw)
-                raise
+            return data if got > 0 else b""
+        if errno == EINTR:
+            PyErr_CheckSignals()   # PEP 475: retry unless a handler raised
             continue
-        Py_DECREF(<object>raw)     # may change errno: use err from here
-        if would_block(err):
+        if would_block(errno):
             return _AGAIN
-        _raise_errno(err)
-    if got != n:
-        _PyBytes_Resize(&raw, got)   # on failure it frees raw and sets NULL
-    data = <object>raw     # takes a reference of its own
-    Py_DECREF(data)        # drop the one raw held
-    return data
+        _raise_errno(errno)
 
 
 cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:

@@ -8,7 +8,7 @@ What differs is only how the work is done:
 
 * reads go from recv() into the loop's 256 KiB read buffer and out as a
   bytes object of the size read (asyncio allocates 256 KiB per read and
-  shrinks it); while reads bring more than _COPY_MAX, that copy would cost
+  shrinks it); while reads bring more than COPY_MAX, that copy would cost
   more than an allocation, and reads go into a bytes object of 127 KiB
   shrunk to fit (_READ_LARGE);
 * the writes the callbacks of one batch make go out together as the
@@ -36,24 +36,22 @@ from . import _asyncio_compat
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_DECREF
-from cpython.bytes cimport (PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE,
-                            PyBytes_Check, _PyBytes_Resize)
+from cpython.object cimport PyTypeObject
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
 from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident, PyBytes_FromStringAndSize_raw)
+                        PyThread_get_thread_ident)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
 from .fd_owners cimport own_fd, owns_fd, disown_fd
 from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
-from .lifecycle cimport (READ_SIZE, read_buffer, begin_closing, drop_writer,
-                         lose_connection, release_fd,
+from .lifecycle cimport (READ_SIZE, COPY_MAX, read_buffer, recv_new_bytes,
+                         begin_closing, drop_writer, lose_connection, release_fd,
                          selector_transport_repr, sock_name, sock_peer,
                          warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
@@ -209,24 +207,20 @@ cdef object _share_addr(object addr):
 cdef enum:
     _READ_DATA
     # data_received(bytes) too, the last read having brought more than
-    # _COPY_MAX: received straight into a bytes object of _LARGE_READ_SIZE
+    # COPY_MAX: received straight into a bytes object of _LARGE_READ_SIZE
     # bytes, shrunk to what came.  The same bytes, without the copy.
     _READ_LARGE
     _READ_INTO_BUFFER
     _READ_FEEDS_READER
 
 
-# Above this many bytes a read's copy out of the loop's buffer costs more
-# than receiving into a new bytes object and shrinking it: at 64 KiB the
-# copy was 65k of a round trip's 68k instructions in the server (callgrind,
-# tcp-protocol-64k-c16).  That bytes object is smaller than glibc's
+# Large reads (_READ_LARGE) go into a bytes object smaller than glibc's
 # threshold for mmap() (128 KiB until a program changes it), so it comes
 # from the heap and shrinks in place: asyncio's 256 KiB allocation is an
 # mmap(), 16 page faults per 64 KiB read and a munmap() -- 102 us of server
 # CPU per 64 KiB round trip against the copy's 28 (3.14), which valgrind's
 # own malloc() does not show.  A larger message takes one read more.
 cdef enum:
-    _COPY_MAX = 16 * 1024
     _LARGE_READ_SIZE = 127 * 1024
 
 
@@ -659,7 +653,7 @@ cdef class SocketTransport(StreamTransportBase):
                 self._fatal_error(
                     exc, 'Fatal error: protocol.data_received() call failed.')
                 return
-        elif n > _COPY_MAX:
+        elif n > COPY_MAX:
             self._read_mode = _READ_LARGE     # for the next read
         # Copied out of the loop's buffer before any Python code runs.
         self._data_received(PyBytes_FromStringAndSize(buf, n))
@@ -667,24 +661,18 @@ cdef class SocketTransport(StreamTransportBase):
     cdef _read_large(self):
         # As asyncio's recv(max_size), smaller: no copy, an allocation to
         # shrink.
-        cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, _LARGE_READ_SIZE)
-        cdef ssize_t n = recv(self._sock_fd, PyBytes_AS_STRING(<object>raw),
-                              _LARGE_READ_SIZE, 0)
+        cdef ssize_t n
+        data = recv_new_bytes(self._sock_fd, _LARGE_READ_SIZE, &n)
         cdef int err = errno
         if n <= 0:
-            Py_DECREF(<object>raw)
             if n == 0:
                 self._read_eof()
             elif not _would_block(err):
                 self._fatal_error(os_error(err),
                                   'Fatal read error on socket transport')
             return
-        if n <= _COPY_MAX:
+        if n <= COPY_MAX:
             self._read_mode = _READ_DATA      # small again: copy
-        if n != _LARGE_READ_SIZE:
-            _PyBytes_Resize(&raw, n)   # on failure: raw freed, set to NULL
-        data = <object>raw     # takes a reference of its own
-        Py_DECREF(data)        # drop the one raw held
         self._data_received(data)
 
     cdef _data_received(self, data):
