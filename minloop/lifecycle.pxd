@@ -39,7 +39,8 @@ from cpython.ref cimport Py_DECREF
 from libc cimport errno as libc_errno
 from libc.stdlib cimport malloc
 
-from .includes cimport POLLER_READ, POLLER_WRITE, recv, PyBytes_FromStringAndSize_raw
+from .includes cimport (POLLER_READ, POLLER_WRITE, recv, c_read,
+                        PyBytes_FromStringAndSize_raw)
 from .loop cimport LoopCore, fd_watched
 
 
@@ -47,10 +48,18 @@ cdef enum:
     # asyncio's max_size: the most one read of any transport returns.
     READ_SIZE = 256 * 1024
     # Above this many bytes a read's copy out of read_buffer() costs more
-    # than receiving into a new bytes object (recv_new_bytes()): at 64 KiB
+    # than receiving into a new bytes object (read_new_bytes()): at 64 KiB
     # the copy was 65k of a round trip's 68k server instructions (callgrind,
     # tcp-protocol-64k-c16).
     COPY_MAX = 16 * 1024
+    # What a read of more than COPY_MAX bytes is received into, the next
+    # time: less than glibc's threshold for mmap() (128 KiB until a program
+    # changes it), so it comes from the heap and shrinks in place.  asyncio's
+    # 256 KiB allocation is an mmap(), 16 page faults per 64 KiB read and a
+    # munmap() -- 102 us of server CPU per 64 KiB round trip against the
+    # copy's 28 (3.14), which valgrind's own malloc() does not show.  A
+    # larger message takes one read more.
+    LARGE_READ_SIZE = 127 * 1024
 
 
 
@@ -69,14 +78,17 @@ cdef inline char *read_buffer(LoopCore core) except NULL:
     return core._read_buffer
 
 
-cdef inline object recv_new_bytes(int fd, Py_ssize_t n, ssize_t *got):
-    """One recv(n) on fd into a new bytes object of n bytes, shrunk to what
-    came, as the socket module's recv(n) does (no copy out of
-    read_buffer()).  The bytes; or None where recv() returned 0 or failed:
-    *got says which, errno why."""
+cdef inline object read_new_bytes(int fd, Py_ssize_t n, ssize_t *got, bint from_socket):
+    """One recv(n) (from_socket) or read(n) on fd into a new bytes object of
+    n bytes, shrunk to what came, as the socket module's recv(n) and
+    os.read(n) do (no copy out of read_buffer()).  The bytes; or None where
+    the call returned 0 or failed: *got says which, errno why."""
     cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
     cdef int err
-    got[0] = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+    if from_socket:
+        got[0] = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
+    else:
+        got[0] = c_read(fd, PyBytes_AS_STRING(<object>raw), <size_t>n)
     if got[0] <= 0:
         err = libc_errno.errno
         Py_DECREF(<object>raw)   # free() may change errno

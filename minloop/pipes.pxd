@@ -14,6 +14,9 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         readonly object _protocol
         readonly bint _closing
         readonly bint _paused
+        # The last read brought more than COPY_MAX: the next is made into
+        # a new bytes object, not the loop's buffer (lifecycle.pxd).
+        bint _read_large
         object __weakref__
 
     cdef _read_data(self)

@@ -8,7 +8,9 @@ the work is done:
 
 * reads go from read(2) into the loop's 256 KiB read buffer and out as a
   bytes object of the size read (os.read allocates 256 KiB per read and
-  shrinks it);
+  shrinks it); while reads bring more than COPY_MAX, that copy would cost
+  more than an allocation, and reads go into a bytes object of 127 KiB
+  shrunk to fit (as the stream transport's do);
 * a write is made at once when nothing is queued, and only the unwritten
   rest is queued: bytes objects by reference (a large write is never
   copied), other buffers as a bytes copy, since the caller may change them
@@ -45,9 +47,9 @@ from .flow_control cimport (water_marks, maybe_pause_protocol,
 from .loop cimport LoopCore, check_loop_thread, fd_watched
 from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
-from .lifecycle cimport (READ_SIZE, read_buffer,
-                         begin_closing, drop_writer, schedule_connection_lost,
-                         release_fd, warn_unclosed)
+from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer,
+                         read_new_bytes, begin_closing, drop_writer,
+                         schedule_connection_lost, release_fd, warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 
 
@@ -193,13 +195,20 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         self._read_data()
 
     cdef _read_data(self):
-        cdef char *buf = read_buffer(self._core)
-        cdef ssize_t n = c_read(self._fileno, buf, READ_SIZE)
-        cdef int err
-        if n > 0:
+        cdef ssize_t n
+        cdef char *buf
+        if self._read_large:
+            data = read_new_bytes(self._fileno, LARGE_READ_SIZE, &n, False)
+        else:
+            buf = read_buffer(self._core)
+            n = c_read(self._fileno, buf, READ_SIZE)
             # Out of the loop's buffer before any Python code runs (the
             # lookup of data_received may run some).
-            data = PyBytes_FromStringAndSize(buf, n)
+            data = PyBytes_FromStringAndSize(buf, n) if n > 0 else None
+        cdef int err = errno
+        if n > 0:
+            # The next read: no copy while reads are large (lifecycle.pxd).
+            self._read_large = n > COPY_MAX
             # Looked up on every read, as asyncio does; what it raises goes
             # to the loop's exception handler, as asyncio's does.
             self._protocol.data_received(data)
@@ -209,11 +218,8 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             begin_closing(self._core, self._fileno, &self._closing)
             self._loop.call_soon(self._protocol.eof_received)
             self._loop.call_soon(self._call_connection_lost, None)
-        else:
-            err = errno
-            if not _would_block(err):
-                self._fatal_error(os_error(err),
-                                  'Fatal read error on pipe transport')
+        elif not _would_block(err):
+            self._fatal_error(os_error(err), 'Fatal read error on pipe transport')
 
     # ------------------------------------------------------------------
     # The end: asyncio's methods in asyncio's order, over the helpers of

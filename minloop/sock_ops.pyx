@@ -59,7 +59,7 @@ from .handles cimport Handle, handle_cancelled
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, send, PY_SSIZE_T_MAX,
                         minloop_socket_head,
                         compat_type_version)
-from .lifecycle cimport READ_SIZE, COPY_MAX, read_buffer, recv_new_bytes
+from .lifecycle cimport READ_SIZE, COPY_MAX, read_buffer, read_new_bytes
 from .loop cimport LoopCore, check_loop_thread
 from .fd_owners cimport transport_of
 from .oserrors cimport os_error, would_block
@@ -214,7 +214,7 @@ cdef object _recv_bytes_direct(int fd, Py_ssize_t n):
     """recv(n) on fd into a bytes object of n bytes, shrunk to fit."""
     cdef ssize_t got
     while True:
-        data = recv_new_bytes(fd, n, &got)
+        data = read_new_bytes(fd, n, &got, True)
         if got >= 0:
             return data if got > 0 else b""
         if errno == EINTR:

@@ -50,7 +50,7 @@ from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
 from .fd_owners cimport own_fd, owns_fd, disown_fd
 from .oserrors cimport os_error, blocked_or_interrupted as _would_block
 from .fatal_error cimport report_fatal_error
-from .lifecycle cimport (READ_SIZE, COPY_MAX, read_buffer, recv_new_bytes,
+from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer, read_new_bytes,
                          begin_closing, drop_writer, lose_connection, release_fd,
                          selector_transport_repr, sock_name, sock_peer,
                          warn_unclosed)
@@ -207,21 +207,11 @@ cdef object _share_addr(object addr):
 cdef enum:
     _READ_DATA
     # data_received(bytes) too, the last read having brought more than
-    # COPY_MAX: received straight into a bytes object of _LARGE_READ_SIZE
+    # COPY_MAX: received straight into a bytes object of LARGE_READ_SIZE
     # bytes, shrunk to what came.  The same bytes, without the copy.
     _READ_LARGE
     _READ_INTO_BUFFER
     _READ_FEEDS_READER
-
-
-# Large reads (_READ_LARGE) go into a bytes object smaller than glibc's
-# threshold for mmap() (128 KiB until a program changes it), so it comes
-# from the heap and shrinks in place: asyncio's 256 KiB allocation is an
-# mmap(), 16 page faults per 64 KiB read and a munmap() -- 102 us of server
-# CPU per 64 KiB round trip against the copy's 28 (3.14), which valgrind's
-# own malloc() does not show.  A larger message takes one read more.
-cdef enum:
-    _LARGE_READ_SIZE = 127 * 1024
 
 
 # Write coalescing
@@ -662,7 +652,7 @@ cdef class SocketTransport(StreamTransportBase):
         # As asyncio's recv(max_size), smaller: no copy, an allocation to
         # shrink.
         cdef ssize_t n
-        data = recv_new_bytes(self._sock_fd, _LARGE_READ_SIZE, &n)
+        data = read_new_bytes(self._sock_fd, LARGE_READ_SIZE, &n, True)
         cdef int err = errno
         if n <= 0:
             if n == 0:

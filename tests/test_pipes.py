@@ -327,6 +327,69 @@ def test_read_error_is_fatal_and_reported(loop, handler_calls):
     loop.run_until_complete(main())
 
 
+def test_large_reads_then_small_ones_arrive_whole(loop, pipe_files):
+    """Reads of more than 16 KiB, then small ones, then EOF: every byte in
+    order.  (minloop reads into a new bytes object while reads are large,
+    into its shared buffer while they are small: both ways and the switch
+    between them are crossed here.)"""
+    import fcntl
+    import termios
+    import threading
+    import time
+
+    rf, wf = pipe_files
+    large = bytes(range(256)) * 4096 + b"!"      # 1 MiB and a byte
+    small = [b"small %d;" % i for i in range(5)]
+
+    def unread():
+        return struct.unpack("i", fcntl.ioctl(rf.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+    def write_all():
+        wf.write(large)   # blocking: the loop reads as it goes
+        for piece in small:
+            # Into an empty pipe: each small piece is a read of its own.
+            while unread():
+                time.sleep(0.001)
+            wf.write(piece)
+        wf.close()
+
+    async def main():
+        transport, proto = await loop.connect_read_pipe(lambda: Reader(loop), rf)
+        writer = threading.Thread(target=write_all)
+        writer.start()
+        assert await proto.lost is None
+        writer.join()
+        return proto
+
+    proto = loop.run_until_complete(main())
+    assert bytes(proto.data) == large + b"".join(small)
+    assert proto.events[-2:] == ["eof", "lost"]
+
+
+def test_read_error_after_large_reads_is_reported(loop, handler_calls):
+    """A reset after reads of more than 16 KiB (minloop's no-copy reads)
+    reaches connection_lost() and the handler as ConnectionResetError."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    listener.close()
+    sent = bytes(range(251)) * 500   # 125,500 bytes: each read of it > 16 KiB
+
+    async def main():
+        transport, proto = await loop.connect_read_pipe(lambda: Reader(loop), client)
+        server.sendall(sent)
+        await until(lambda: len(proto.data) == len(sent))
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        server.close()
+        exc = await proto.lost
+        assert isinstance(exc, ConnectionResetError)
+        assert bytes(proto.data) == sent
+        assert [c["message"] for c in handler_calls] == ["Fatal read error on pipe transport"]
+        assert handler_calls[0]["exception"] is exc
+
+    loop.run_until_complete(main())
+
+
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs os.openpty()")
 def test_read_pty_master_eio_after_slave_closes(loop, handler_calls):
     """A pty master reads EIO once the slave is closed: connection_lost(EIO),
