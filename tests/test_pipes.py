@@ -9,6 +9,7 @@ transport of the same loop.
 """
 
 import asyncio
+import fcntl
 import gc
 import logging
 import os
@@ -16,6 +17,9 @@ import socket
 import stat
 import struct
 import sys
+import termios
+import threading
+import time
 import warnings
 
 import pytest
@@ -332,11 +336,6 @@ def test_large_reads_then_small_ones_arrive_whole(loop, pipe_files):
     order.  (minloop reads into a new bytes object while reads are large,
     into its shared buffer while they are small: both ways and the switch
     between them are crossed here.)"""
-    import fcntl
-    import termios
-    import threading
-    import time
-
     rf, wf = pipe_files
     large = bytes(range(256)) * 4096 + b"!"      # 1 MiB and a byte
     small = [b"small %d;" % i for i in range(5)]
