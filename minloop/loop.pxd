@@ -15,7 +15,8 @@ ctypedef int (*write_flusher)(object transport) except -1
 
 # Write coalescing (stream.pyx): the transports holding the writes of the
 # running batch of callbacks, to send each one's in one writev as the batch
-# ends (LoopCore._flush_writes): the first in `first`, any others in `rest`
+# ends, or as its callbacks carried over from the last iteration do
+# (LoopCore._flush_writes): the first in `first`, any others in `rest`
 # after it (`first` is NULL only while `rest` is empty); each with a
 # reference.  `flusher`: the transports' function that sends them.
 # `in_callback`: a callback of _run_iteration() is running (on the loop's

@@ -621,7 +621,7 @@ cdef class LoopCore:
         # a timed poll, and the popping of due timers where it can.
         cdef double now = -1.0
         cdef _due_timers due
-        cdef size_t ntodo, i
+        cdef size_t ntodo, i, carried
         cdef void *item
         cdef Handle handle
         # In a local: a callback may change any of self's fields as far as
@@ -651,6 +651,10 @@ cdef class LoopCore:
         else:
             timeout_ns = -1
 
+        # The callbacks scheduled before this poll (by the last batch: the
+        # task steps its reads woke).  The writes they make leave as they
+        # end, before the poll's handles run ("Write coalescing").
+        carried = ring_len(&self._ready)
         if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
             self._poll(timeout_ns, &now)
         else:
@@ -706,6 +710,8 @@ cdef class LoopCore:
         ntodo = ring_len(&self._ready)
         tm_batch(tm, ntodo)
         for i in range(ntodo):
+            if i == carried and self._flushes.first != NULL:
+                self._flush_writes()
             item = ring_pop(&self._ready)
             if item == NULL:
                 break
@@ -739,7 +745,7 @@ cdef class LoopCore:
                 self._flushes.flush_after_callback = False
                 if self._flushes.first != NULL:
                     self._flush_writes()
-        # What the batch's callbacks wrote to each transport leaves now, in
+        # What the rest of the batch wrote to each transport leaves now, in
         # one writev per transport (stream.pyx, "Write coalescing").
         if self._flushes.first != NULL:
             self._flush_writes()

@@ -197,6 +197,39 @@ def test_each_iteration_sends_what_it_wrote(loop):
     finish(loop, tr, peer)
 
 
+def test_what_carried_callbacks_wrote_has_left_when_the_polls_handlers_run(loop):
+    # A server's answers are written by task steps that a read woke in the
+    # last iteration; the handlers of this iteration's poll come after them
+    # in the batch.  On minloop the answers leave before those run (as on
+    # asyncio, which sent them at write()), not with the batch's end.
+    tr, proto, peer = accepted(loop)
+    r, w = socket.socketpair()
+    r.setblocking(False)
+    seen = []
+
+    def on_readable():
+        loop.remove_reader(r)
+        seen.append(read_now(peer))
+
+    def answer():
+        tr.write(b"answer")
+
+    def wake():
+        loop.call_soon(answer)   # carried into the next iteration
+        w.send(b"!")             # whose poll then finds r readable
+
+    loop.add_reader(r, on_readable)
+    loop.call_soon(wake)
+    try:
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert seen == [b"answer"]
+    finally:
+        loop.remove_reader(r)
+        r.close()
+        w.close()
+        finish(loop, tr, peer)
+
+
 def test_bytes_written_before_run_until_complete_returns_are_sent(loop):
     tr, proto, peer = accepted(loop)
 
