@@ -17,15 +17,17 @@ CPU time (its CPU per request) says how much work a request costs it.
 
 Each round starts both servers afresh (the order of start alternates), warms
 both, then runs both load generators for --duration seconds.  It reports per
-round each server's requests, CPU seconds (/proc schedstat, all threads) and
-share of the window; per app, minloop's CPU per request over the peer's,
-median (min-max) over rounds, and the throughput ratio beside it (meaningful
-only when both shares are near 0.5: a server that idles for want of load
-gives its CPU to the other).  The apps are benchmarks/apps.py's.  A peer with
-threads of its own (rsloop) competes with itself here: compare it by
-apps.py alone.  On a row whose load generator is its bottleneck (the
-bench's Python one, at 99% on http-pipe8 and unix rows) the throughput
-ratio is the generators'; the CPU per request is still each server's.
+round each server's requests, CPU seconds (/proc schedstat, all threads),
+share of the window, voluntary context switches per request (its sleeps in
+the poller) and the user part of its CPU (sampled by the kernel's tick:
+rough); per app or row, minloop's CPU per request over the peer's, median
+(min-max) over rounds, and the throughput ratio beside it (meaningful only
+when both shares are near 0.5: a server that idles for want of load gives
+its CPU to the other).  A peer's own threads (rsloop runs several) are
+pinned with it and counted in its CPU, as in apps.py.  On a row whose load
+generator is its bottleneck (the bench's Python one, at 99% on http-pipe8
+and unix rows) the throughput ratio is the generators'; the CPU per request
+is still each server's.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import apps  # noqa: E402
 from minloop.bench import client as client_module  # noqa: E402
 from minloop.bench import loops, procs, rows  # noqa: E402
 from minloop.bench.client import proc_cpu, proc_user_cpu  # noqa: E402
+
 
 class _Settings:
     def __init__(self, duration: float, warmup: float):

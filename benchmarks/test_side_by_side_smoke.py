@@ -26,16 +26,19 @@ pytestmark = [
 ]
 
 
-def test_two_loops_measured_at_once(tmp_path):
+# An app of apps.py (its own client), and a row of the bench (its servers
+# and load generator).
+@pytest.mark.parametrize("name", ["streams-lines", "tcp-protocol-1k-c1"])
+def test_two_loops_measured_at_once(tmp_path, name):
     out = tmp_path / "sbs.json"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--only", "streams-lines", "--peer", "asyncio",
+        [sys.executable, SCRIPT, "--only", name, "--peer", "asyncio",
          "--rounds", "2", "--duration", "0.3", "--warmup", "0.05", "--json", str(out)],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     assert data["peer"] == "asyncio"
-    entry = data["apps"]["streams-lines"]
+    entry = data["apps"][name]
     assert len(entry["rounds"]) == 2
     for rnd in entry["rounds"]:
         for loop in ("minloop", "asyncio"):
@@ -46,3 +49,10 @@ def test_two_loops_measured_at_once(tmp_path):
     for key in ("cpu_per_request", "throughput"):
         assert entry[key]["n"] == 2 and entry[key]["median"] > 0
     assert "minloop/asyncio: CPU per request" in proc.stdout
+
+
+def test_refuses_what_it_cannot_run_side_by_side():
+    proc = subprocess.run([sys.executable, SCRIPT, "--only", "call_soon_chain"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "neither an app of apps.py nor a TCP/Unix network row" in proc.stderr
