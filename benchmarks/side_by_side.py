@@ -35,10 +35,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -47,8 +45,7 @@ sys.path.insert(0, HERE)
 sys.path.append(os.path.dirname(HERE))
 
 import apps  # noqa: E402
-from minloop.bench import client as client_module  # noqa: E402
-from minloop.bench import loops, procs, rows  # noqa: E402
+from minloop.bench import loops, measure, procs, rows  # noqa: E402
 from minloop.bench.client import proc_cpu, proc_user_cpu  # noqa: E402
 
 
@@ -79,26 +76,12 @@ class _BenchRow:
         self.row = rows.ROWS[name]
 
     def start(self, loop_name: str, pin: procs.Pinning) -> procs.ServerProcess:
-        row, where = self.row, []
-        if row.kind == "unix":
-            path = os.path.join(tempfile.gettempdir(),
-                                f"minloop-sbs-{os.getpid()}-{loop_name.replace('/', '_')}.sock")
-            if os.path.exists(path):
-                os.unlink(path)
-            where = ["--path", path]
-        return procs.ServerProcess(procs.module_command(
-            "minloop.bench.servers", "--loop", loop_name, "--kind", row.kind,
-            "--size", str(row.size), *where, *pin.args(pin.server),
-            root=loops.root_of(loop_name)))
+        # A tag per loop: a Unix row's two servers need two socket paths.
+        return measure.start_net_server(self.row, loop_name, pin,
+                                        tag="-" + "".join(c for c in loop_name if c.isalnum()))
 
     def drive(self, server, pin: procs.Pinning, settings) -> dict:
-        row = self.row
-        client = subprocess.Popen(
-            [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
-             "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
-             "--duration", f"{settings.duration:g}", "--warmup", f"{settings.warmup:g}",
-             *pin.args(pin.client)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = measure.start_net_client(self.row, pin, settings.duration, settings.warmup)
         answer = procs.communicate_json(client, json.dumps(server.address) + "\n",
                                         settings.duration + settings.warmup + 60)
         if "error" in answer:
@@ -145,8 +128,9 @@ def one_round(app: str, names: list[str], settings: _Settings, pin: procs.Pinnin
             # after their warm-up: both servers in one file, by pid.
             time.sleep(settings.warmup + 0.3)
             recorder = subprocess.Popen(
-                ["perf", "record", "-q", "-g", "-F", "3999", "-e", "cpu-clock", "-e", "sched:sched_waking", "-C", str(pin.server),
-                 "-o", perf_out, "--", "sleep", str(max(1.0, settings.duration - 0.6))],
+                ["perf", "record", "-q", "-g", "-F", "3999", "-e", "cpu-clock",
+                 "-e", "sched:sched_waking", "-C", str(pin.server), "-o", perf_out,
+                 "--", "sleep", str(max(1.0, settings.duration - 0.6))],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for t in threads:
             t.join()
@@ -195,13 +179,9 @@ def _switches(pid: int) -> int:
     return total
 
 
-def _spread(values):
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)} if values else None
-
-
-def _fmt(s, digits=3):
-    return "-" if not s else f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+def _line(server: dict) -> str:
+    return (f"{server['rate']:8.0f}/s {server['us']:6.2f} us share {server['share']:.2f} "
+            f"sleeps {server['sleeps']:.3f} user {server['user_share']:.2f}")
 
 
 def main(argv=None) -> int:
@@ -231,7 +211,7 @@ def main(argv=None) -> int:
     if pin.server is None:
         # Without pinning the two servers would not share one CPU, and the
         # comparison would be of whatever else ran beside each.
-        print(f"apps_side_by_side: needs two CPUs to pin to: {pin.describe}", file=sys.stderr)
+        print(f"side_by_side: needs two CPUs to pin to: {pin.describe}", file=sys.stderr)
         return 2
     report = {}
     for app in args.only.split(","):
@@ -243,18 +223,16 @@ def main(argv=None) -> int:
             rounds.append(res)
             m, p = res.get("minloop", {}), res.get(args.peer, {})
             if "us" in m and "us" in p:
-                print(f"{app:16} round {r + 1:2}: minloop {m['rate']:8.0f}/s {m['us']:6.2f} us "
-                      f"share {m['share']:.2f} sleeps {m['sleeps']:.3f} user {m['user_share']:.2f} | {args.peer} {p['rate']:8.0f}/s {p['us']:6.2f} us "
-                      f"share {p['share']:.2f} sleeps {p['sleeps']:.3f} user {p['user_share']:.2f} | cpu/req ratio {m['us'] / p['us']:.3f}",
-                      flush=True)
+                print(f"{app:16} round {r + 1:2}: minloop {_line(m)} | {args.peer} {_line(p)} "
+                      f"| cpu/req ratio {m['us'] / p['us']:.3f}", flush=True)
             else:
                 print(f"{app:16} round {r + 1:2}: {res}", flush=True)
         ok = [x for x in rounds if "us" in x.get("minloop", {}) and "us" in x.get(args.peer, {})]
-        cpu_ratio = _spread([x["minloop"]["us"] / x[args.peer]["us"] for x in ok])
-        rate_ratio = _spread([x["minloop"]["rate"] / x[args.peer]["rate"] for x in ok])
+        cpu_ratio = apps._spread([x["minloop"]["us"] / x[args.peer]["us"] for x in ok])
+        rate_ratio = apps._spread([x["minloop"]["rate"] / x[args.peer]["rate"] for x in ok])
         report[app] = {"rounds": rounds, "cpu_per_request": cpu_ratio, "throughput": rate_ratio}
-        print(f"{app:16} minloop/{args.peer}: CPU per request {_fmt(cpu_ratio)}, "
-              f"throughput {_fmt(rate_ratio)}", flush=True)
+        print(f"{app:16} minloop/{args.peer}: CPU per request {apps._fmt(cpu_ratio, 3)}, "
+              f"throughput {apps._fmt(rate_ratio, 3)}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"python": sys.version, "peer": args.peer, "apps": report}, f, indent=1)

@@ -47,7 +47,7 @@ def test_two_loops_measured_at_once(tmp_path, name):
             assert m["requests"] > 0 and m["cpu"] > 0 and m["us"] > 0
             assert 0 < m["share"] <= 1.05 and 0 <= m["user_share"] <= 1.0
     for key in ("cpu_per_request", "throughput"):
-        assert entry[key]["n"] == 2 and entry[key]["median"] > 0
+        assert entry[key]["rounds"] == 2 and entry[key]["median"] > 0
     assert "minloop/asyncio: CPU per request" in proc.stdout
 
 

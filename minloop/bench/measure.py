@@ -81,6 +81,35 @@ def measure_core(row: Row, loop: str, settings: Settings) -> dict:
                 problems=[problem] if problem else [])
 
 
+def start_net_client(row: Row, pin, duration: float, warmup: float,
+                     watch: list[int] | None = None) -> subprocess.Popen:
+    """The row's load generator (client.py), started; it reads the server's
+    address from its stdin (the server's "ready" line) and answers one JSON
+    line."""
+    return subprocess.Popen(
+        [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
+         "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
+         "--duration", f"{duration:g}", "--warmup", f"{warmup:g}",
+         *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def start_net_server(row: Row, loop: str, pin, tag: str = "") -> procs.ServerProcess:
+    """The row's server (servers.py) on `loop`, pinned, listening (a Unix
+    row's socket named after this process and `tag`: two servers of one
+    run need two)."""
+    where = []
+    if row.kind == "unix":
+        path = os.path.join(tempfile.gettempdir(), f"minloop-bench-{os.getpid()}{tag}.sock")
+        if os.path.exists(path):
+            os.unlink(path)  # a previous run's, killed before it cleaned up
+        where = ["--path", path]
+    return procs.ServerProcess(procs.module_command(
+        "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
+        "--size", str(row.size), *where, *pin.args(pin.server),
+        root=loops.root_of(loop)))
+
+
 def measure_net(row: Row, loop: str, settings: Settings) -> dict:
     shortfall = nofile_shortfall(row.conns)
     if shortfall:
@@ -91,24 +120,10 @@ def measure_net(row: Row, loop: str, settings: Settings) -> dict:
     watch = [c for c in (pin.server, pin.client) if c is not None]
     # The load generator starts alongside the server (a bare interpreter,
     # ready first) and reads the server's address from stdin once it is up.
-    client = subprocess.Popen(
-        [sys.executable, client_module.__file__, "--address", "-", "--mode", row.mode,
-         "--conns", str(row.conns), "--size", str(row.size), "--depth", str(row.depth),
-         "--duration", f"{duration:g}", "--warmup", f"{warmup:g}",
-         *pin.args(pin.client), *(["--watch-cpus", ",".join(map(str, watch))] if watch else [])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = start_net_client(row, pin, duration, warmup, watch)
     try:
-        where = []
-        if row.kind == "unix":
-            path = os.path.join(tempfile.gettempdir(), f"minloop-bench-{os.getpid()}.sock")
-            if os.path.exists(path):
-                os.unlink(path)  # a previous run's, killed before it cleaned up
-            where = ["--path", path]
         try:
-            server = procs.ServerProcess(procs.module_command(
-                "minloop.bench.servers", "--loop", loop, "--kind", row.kind,
-                "--size", str(row.size), *where, *pin.args(pin.server),
-                root=loops.root_of(loop)))
+            server = start_net_server(row, loop, pin)
         except procs.ServerProcess.Unsupported as exc:
             return {"na": str(exc)}
         except procs.ServerProcess.Failed as exc:
