@@ -55,7 +55,9 @@ from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer, read
                          selector_transport_repr, sock_name, sock_peer,
                          warn_unclosed)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
-from .stream_reader cimport is_stream_reader_protocol, feed_stream_reader
+from .stream_reader cimport (is_stream_reader_protocol, feed_stream_reader, adopt_stream_reader,
+                             use_steps_class)
+from .stream_reader_class import StreamReader as _StepsStreamReader
 from .transport_bases cimport StreamTransportBase
 
 
@@ -66,6 +68,8 @@ cdef object _set_result_unless_cancelled = _aio_futures._set_result_unless_cance
 cdef object _copy_context = contextvars.copy_context
 cdef int _LOG_THRESHOLD_FOR_CONNLOST_WRITES = _aio_constants.LOG_THRESHOLD_FOR_CONNLOST_WRITES
 cdef object _SHUT_WR = _socket.SHUT_WR
+# What set_protocol() gives the reader of asyncio's StreamReaderProtocol.
+use_steps_class(_StepsStreamReader)
 
 cdef bint _SERVER_TRACKS_TRANSPORTS = _asyncio_compat.SERVER_TRACKS_TRANSPORTS
 cdef bint _WRITELINES_JOINS = _asyncio_compat.WRITELINES_JOINS
@@ -576,6 +580,7 @@ cdef class SocketTransport(StreamTransportBase):
             self._read_mode = _READ_INTO_BUFFER
         elif is_stream_reader_protocol(protocol):
             self._read_mode = _READ_FEEDS_READER
+            adopt_stream_reader(protocol)
         else:
             self._read_mode = _READ_DATA
         self._protocol = protocol

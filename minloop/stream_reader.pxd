@@ -9,3 +9,13 @@ cdef bint is_stream_reader_protocol(object protocol) noexcept
 # was, 0 if the caller is to call data_received() (nothing has been done
 # then).  Raises what that code would raise.
 cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) except -1
+
+# The subclass adopt_stream_reader() gives (stream_reader_class.StreamReader,
+# whose coroutines run this module's steps: it imports this module, so it is
+# handed over by the module that adopts).
+cdef int use_steps_class(type cls) except -1
+
+# Give the reader of asyncio's own StreamReaderProtocol, if it is of
+# asyncio's own StreamReader class, that subclass: the same
+# reader with its readline(), readexactly() and read(n) compiled.
+cdef int adopt_stream_reader(object protocol) except -1

@@ -140,6 +140,19 @@ compat_calls_class_function(PyObject *obj, PyObject *name, PyObject *func)
 #define MINLOOP_FEEDS_STREAM_READERS 1
 #endif
 
+/* stream_reader.pyx gives asyncio's StreamReader compiled steps for
+ * readline(), readexactly() and read(n) where they were measured to cost
+ * less than asyncio's own code (benchmarks/RESULTS.md, 2026-11-28: server
+ * CPU per message on the streams rows 4-15% less on 3.10 to 3.14).  3.15's
+ * asyncio takes its bytes with bytearray.take_bytes() and its interpreter
+ * reads the attributes for less than the steps' dict lookups: there the
+ * steps cost about 1,000 instructions a call more, not less. */
+#if PY_VERSION_HEX < 0x030F0000
+#define MINLOOP_STEPS_STREAM_READERS MINLOOP_FEEDS_STREAM_READERS
+#else
+#define MINLOOP_STEPS_STREAM_READERS 0
+#endif
+
 /* The stall watchdog samples the loop thread's frames from its own thread
  * (stall.pyx).  With the GIL the loop's thread is parked meanwhile, at the
  * call that blocks or at a bytecode boundary; without it those frames run
