@@ -317,6 +317,10 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
 
 from asyncio import exceptions as _aio_exceptions
 
+cdef extern from "Python.h":
+    # n.__index__(), an int past Py_ssize_t's range clipped to it (exc NULL).
+    Py_ssize_t _index_clipped "PyNumber_AsSsize_t" (object n, PyObject *exc) except? -1
+
 # What a step returns when asyncio's method is to run instead.
 ASYNCIO = object()
 cdef object _ASYNCIO = ASYNCIO
@@ -490,7 +494,8 @@ def read_step(reader, n, bint first):
             return _ASYNCIO
         if not _get(d, reader, '_buffer') and not _get(d, reader, '_eof'):
             return _new_waiter(reader, d, 'read')
-    return _take(reader, d, n)
+    # A slice clips an n past the end, however large: so does this.
+    return _take(reader, d, _index_clipped(n, NULL))
 
 
 # asyncio.StreamReader's own coroutines, which the subclass's hide: a patch

@@ -86,6 +86,14 @@ def test_readexactly_and_read_over_split_data(loop):
     assert run(loop, go) == (b"1234", b"56789", b"", 1, (b"", b""), b"")
 
 
+def test_read_of_more_than_fits_in_an_index(loop):
+    async def go(reader, peer):
+        await send(loop, peer, b"abc")
+        return await reader.read(2 ** 70)
+
+    assert run(loop, go) == b"abc"
+
+
 def test_readexactly_eof_gives_what_came(loop):
     async def go(reader, peer):
         await send(loop, peer, b"abc")
