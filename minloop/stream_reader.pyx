@@ -48,7 +48,7 @@ from cpython.sequence cimport PySequence_DelSlice
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyTypeObject, PyObject_GenericGetDict, PyObject_SetAttr
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcpy
 
 from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, MINLOOP_READS_INSTANCE_DICT,
                         MINLOOP_STEPS_STREAM_READERS,
@@ -403,13 +403,28 @@ cdef int _maybe_resume_transport(obj, dict d) except -1:
     return 0
 
 
+cdef Py_ssize_t _find_newline(buffer, Py_ssize_t size) except -2:
+    """buffer.find(b'\\n'): for a bytearray, its memchr() without the call."""
+    cdef const char *start
+    cdef const char *found
+    if size == 0:
+        return -1
+    if type(buffer) is not bytearray:
+        return buffer.find(b'\n')
+    start = PyByteArray_AS_STRING(buffer)
+    found = <const char *>memchr(start, 10, <size_t>size)
+    return found - start if found != NULL else -1
+
+
 def readline_step(reader, bint first):
     """readline() (readuntil(b'\\n')) up to its next await: the line, or
     the future to await before the next step, or ASYNCIO.  `first`: the
     first step of the call (asyncio looks at _exception only then)."""
     cdef Py_ssize_t isep, buflen
     cdef dict d = _dict_of(reader)
-    if not _steps_apply(reader, d, True):
+    # asyncio's readline() calls readuntil() once: an instance's own counts
+    # only as the call starts.
+    if not _steps_apply(reader, d, first):
         return _ASYNCIO
     try:
         if first:
@@ -420,7 +435,7 @@ def readline_step(reader, bint first):
         # before the offset it kept, so the same one is found.
         buffer = _get(d, reader, '_buffer')
         buflen = len(buffer)
-        isep = buffer.find(b'\n') if buflen else -1
+        isep = _find_newline(buffer, buflen)
         if isep == -1:
             if buflen and buflen > _get(d, reader, '_limit'):
                 raise _aio_exceptions.LimitOverrunError(
