@@ -513,20 +513,20 @@ def read_step(reader, n, bint first):
     return _take(reader, d, _index_clipped(n, NULL))
 
 
+# The coroutines the subclass replaces, then the methods asyncio's versions
+# of them call on self: asyncio's own at import, or no steps.
+cdef tuple _STEPPED = ('readline', 'readexactly', 'read')
+cdef tuple _STEP_NAMES = _STEPPED + ('readuntil', '_wait_for_data', '_maybe_resume_transport')
+
 # asyncio.StreamReader's own coroutines, which the subclass's hide: a patch
 # of one is to be called in their place.
-cdef _ClassState _asyncio_coroutines = _ClassState(
-    _StreamReader, ('readline', 'readexactly', 'read'))
+cdef _ClassState _asyncio_coroutines = _ClassState(_StreamReader, _STEPPED)
 
-_compiled_class_names = (
-    ('readline', 'readexactly', 'read', 'readuntil', '_wait_for_data',
-     '_maybe_resume_transport') + _reader_class.names)
+_compiled_class_names = _STEP_NAMES + _reader_class.names
 
 cdef bint _steps_enabled = (
     MINLOOP_STEPS_STREAM_READERS and _enabled
-    and all(_asyncio_own(_lookup(_StreamReader, name))
-            for name in ('readline', 'readexactly', 'read', 'readuntil',
-                         '_wait_for_data', '_maybe_resume_transport')))
+    and all(_asyncio_own(_lookup(_StreamReader, name)) for name in _STEP_NAMES))
 
 
 cdef int use_steps_class(type cls) except -1:

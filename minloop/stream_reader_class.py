@@ -2,8 +2,11 @@
 compiled steps (stream_reader.pyx says what a step does and checks).
 
 These coroutines are Python on purpose: the interpreter runs the frame of a
-native coroutine inline when it is awaited, where a compiled coroutine would
-cost a StopIteration per call.  Each one is asyncio's method with what runs
+native coroutine inline when it is awaited, and a compiled coroutine per
+call measured slower than asyncio's own (benchmarks/RESULTS.md,
+2026-11-28).  For the same reason readexactly() and read() each spell out
+their loop rather than share one: a shared coroutine would be a second frame
+per call.  Each one is asyncio's method with what runs
 between its awaits in a step: a step returns the bytes to return, or the
 future to await (the one asyncio's _wait_for_data() awaits, which is
 cleared after it as there), or ASYNCIO when asyncio's method is to run

@@ -14,51 +14,20 @@ import socket
 
 import pytest
 
-
-def _pair():
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
-    return a, b
-
-
-def run(loop, coro_fn, *, limit=2 ** 16):
-    """Run coro_fn(reader, peer) over a socketpair on loop: reader is
-    asyncio's StreamReader over one end (through create_connection(), so
-    minloop's transport adopts it), peer the other socket."""
-    a, b = _pair()
-
-    async def main():
-        reader = asyncio.StreamReader(limit=limit, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-        transport, _ = await loop.create_connection(lambda: protocol, sock=a)
-        try:
-            return await asyncio.wait_for(coro_fn(reader, b), 5)
-        finally:
-            transport.close()
-            await asyncio.sleep(0)
-
-    try:
-        return loop.run_until_complete(main())
-    finally:
-        b.close()
-
-
-async def send(loop, peer, *chunks):
-    for chunk in chunks:
-        await loop.sock_sendall(peer, chunk)
-        await asyncio.sleep(0.01)
+# run(loop, go): go(reader, writer, peer) over a socketpair, the reader made
+# through create_connection() (so minloop's transport adopts it).
+from test_stream_reader_feed import run, send
 
 
 def test_reader_stays_an_asyncio_stream_reader(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         return isinstance(reader, asyncio.StreamReader), repr(reader).startswith("<StreamReader")
 
     assert run(loop, go) == (True, True)
 
 
 def test_readline_over_split_data_then_eof(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         sender = loop.create_task(send(loop, peer, b"ab", b"c\nde", b"f\n\n", b"tail"))
         got = [await reader.readline() for _ in range(3)]
         await sender
@@ -71,7 +40,7 @@ def test_readline_over_split_data_then_eof(loop):
 
 
 def test_readexactly_and_read_over_split_data(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         sender = loop.create_task(send(loop, peer, b"12", b"345", b"6789"))
         exact = await reader.readexactly(4)
         some = await reader.read(100)
@@ -87,7 +56,7 @@ def test_readexactly_and_read_over_split_data(loop):
 
 
 def test_read_of_more_than_fits_in_an_index(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         await send(loop, peer, b"abc")
         return await reader.read(2 ** 70)
 
@@ -95,7 +64,7 @@ def test_read_of_more_than_fits_in_an_index(loop):
 
 
 def test_readexactly_eof_gives_what_came(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         await send(loop, peer, b"abc")
         peer.shutdown(socket.SHUT_WR)
         with pytest.raises(asyncio.IncompleteReadError) as e:
@@ -106,7 +75,7 @@ def test_readexactly_eof_gives_what_came(loop):
 
 
 def test_readexactly_negative(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         with pytest.raises(ValueError, match="readexactly size can not be less than zero"):
             await reader.readexactly(-1)
         return True
@@ -115,7 +84,7 @@ def test_readexactly_negative(loop):
 
 
 def test_readline_over_the_limit_without_a_newline(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         await send(loop, peer, b"x" * 30)
         with pytest.raises(ValueError) as e:
             await reader.readline()
@@ -128,7 +97,7 @@ def test_readline_over_the_limit_without_a_newline(loop):
 
 
 def test_readline_over_the_limit_with_a_newline(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         await send(loop, peer, b"y" * 20 + b"\nnext\n")
         with pytest.raises(ValueError) as e:
             await reader.readline()
@@ -139,7 +108,7 @@ def test_readline_over_the_limit_with_a_newline(loop):
 
 
 def test_limit_overrun_resumes_reading(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         await send(loop, peer, b"z" * 200)
         for _ in range(50):
             if reader._paused:
@@ -154,7 +123,7 @@ def test_limit_overrun_resumes_reading(loop):
 
 
 def test_exception_set_while_waiting(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         reading = loop.create_task(reader.readline())
         await asyncio.sleep(0.01)
         reader.set_exception(ConnectionResetError("gone"))
@@ -167,7 +136,7 @@ def test_exception_set_while_waiting(loop):
 
 def test_incomplete_read_set_while_waiting_is_a_partial_line(loop):
     # readline() catches what its wait raises, as it catches readuntil()'s.
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         reading = loop.create_task(reader.readline())
         await asyncio.sleep(0.01)
         reader.set_exception(asyncio.IncompleteReadError(b"part", None))
@@ -179,7 +148,7 @@ def test_incomplete_read_set_while_waiting_is_a_partial_line(loop):
 def test_line_fed_before_an_exception_is_still_returned(loop):
     # asyncio looks at _exception only as readline() starts: a line that
     # woke the reader is returned though an exception came after it.
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         reading = loop.create_task(reader.readline())
         await asyncio.sleep(0.01)
         reader.feed_data(b"line\n")
@@ -196,7 +165,7 @@ def test_line_fed_before_an_exception_is_still_returned(loop):
     ("readline", (), "readuntil"), ("readexactly", (3,), "readexactly"),
     ("read", (3,), "read")])
 def test_second_waiter_is_refused(loop, method, args, name):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         first = loop.create_task(getattr(reader, method)(*args))
         await asyncio.sleep(0.01)
         with pytest.raises(RuntimeError) as e:
@@ -211,7 +180,7 @@ def test_second_waiter_is_refused(loop, method, args, name):
 
 
 def test_cancelled_read_clears_the_waiter(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         reading = loop.create_task(reader.readexactly(4))
         await asyncio.sleep(0.01)
         reading.cancel()
@@ -239,7 +208,7 @@ def test_class_patch_is_called(loop, monkeypatch, name):
             calls.append(name)
             return await original(self, *args)
 
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         monkeypatch.setattr(asyncio.StreamReader, name, replacement)
         sender = loop.create_task(send(loop, peer, b"one\n", b"two\n", b"3"))
         got = [await reader.readline(), await reader.readexactly(4), await reader.read(1)]
@@ -255,7 +224,7 @@ def test_class_patch_is_called(loop, monkeypatch, name):
 def test_instance_override_is_called(loop, name):
     calls = []
 
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         original = getattr(reader, name)
         if name == "_maybe_resume_transport":
             def replacement(*args):
@@ -276,7 +245,7 @@ def test_instance_override_is_called(loop, name):
 
 
 def test_read_to_eof(loop):
-    async def go(reader, peer):
+    async def go(reader, writer, peer):
         sender = loop.create_task(send(loop, peer, b"a" * 1000, b"b" * 1000))
         await sender
         peer.shutdown(socket.SHUT_WR)
