@@ -6,8 +6,10 @@ from .includes cimport (timer_heap, PyObject_GC_IsTracked, PyObject_GC_Track,
 
 # The C types under our handles (src/handle_bases.c, whose header comment
 # says why they exist): HandleBase extends asyncio.Handle, TimerHandleBase
-# asyncio.TimerHandle, with one layout, MinloopHandle (src/handle_bases.h,
-# where each field is described).  A Cython module that subclasses them
+# asyncio.TimerHandle.  A TimerHandle's layout, MinloopTimerHandle, is a
+# Handle's, MinloopHandle, and three fields more (src/handle_bases.h, where
+# each field is described): the loop reads any handle as a Handle, and a
+# timer's own fields only through a TimerHandle.  A Cython module that subclasses them
 # must be built with CYTHON_USE_TYPE_SPECS=1 (setup.py does).
 cdef extern from "handle_bases.h":
     ctypedef class minloop._handle_bases.HandleBase [object MinloopHandle]:
@@ -24,17 +26,13 @@ cdef extern from "handle_bases.h":
         # Ours.
         cdef PyObject *_arg0          # _inline_args > 0 (handles.pyx, "Arguments")
         cdef PyObject *_arg1          # _inline_args == 2
-        cdef double _when
-        cdef Py_ssize_t _heap_pos
-        cdef timer_heap *_heap
         cdef unsigned int _queued
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
-        cdef unsigned long _runner        # _ThreadSafeHandle (shares _when's word)
         cdef unsigned int _threadsafe
 
-    # The same fields: both types are read through one struct.
+    # The same fields, then a timer's.
     ctypedef class minloop._handle_bases.TimerHandleBase [object MinloopTimerHandle]:
         cdef object _args
         cdef object _callback
@@ -56,7 +54,8 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _threadsafe
 
     # The type call_soon_threadsafe() returns where asyncio has a
-    # _ThreadSafeHandle (3.14+), which it extends; the same fields again.
+    # _ThreadSafeHandle (3.14+), which it extends; a TimerHandle's fields
+    # (_runner shares _when's word).
     ctypedef class minloop._handle_bases.ThreadSafeHandleBase [object MinloopThreadSafeHandle]:
         cdef object _args
         cdef object _callback
@@ -90,7 +89,8 @@ cdef extern from "handle_bases.h":
 # our Handle and asyncio.TimerHandle as bases (handle_bases.c).  They add
 # methods only, and no C methods (a vtable would differ between them):
 # what the loop calls is the module-level functions below, which take
-# either type as `Handle` (the layout is the same; the loop casts).
+# either type as `Handle` (a timer's layout starts with a Handle's; the loop
+# casts, and reads a timer's own fields through a TimerHandle).
 cdef class Handle(HandleBase):
     pass
 

@@ -142,15 +142,16 @@ cdef int handle_cancel(Handle h) except -1:
 
 cdef int _cancel_now(Handle h) except -1:
     """cancel()'s work: on the loop's thread, or while no thread runs it."""
-    cdef Py_ssize_t pos = h._heap_pos
-    if pos >= 0:
-        # A timer leaves the heap now (O(log n)), so a server that arms and
-        # cancels millions of timeouts holds no dead timers.  The caller
-        # holds a reference to h, so dropping the heap's is safe.  (A plain
-        # Handle's _heap_pos is always -1.)
-        heap_remove(h._heap, <size_t>pos)
-        handle_dequeued(h)
-        Py_DECREF(h)
+    cdef Py_ssize_t pos
+    if isinstance(h, TimerHandle):
+        pos = (<TimerHandle>h)._heap_pos
+        if pos >= 0:
+            # A timer leaves the heap now (O(log n)), so a server that arms
+            # and cancels millions of timeouts holds no dead timers.  The
+            # caller holds a reference to h, so dropping the heap's is safe.
+            heap_remove((<TimerHandle>h)._heap, <size_t>pos)
+            handle_dequeued(h)
+            Py_DECREF(h)
     h._cancelled = True
     if h._debug:
         frozen = repr(h)
@@ -329,17 +330,17 @@ cdef _report(Handle h, exc):
     h._loop.call_exception_handler(context)
 
 
-cdef inline bint _timers_equal(Handle a, Handle b) except -1:
+cdef inline bint _timers_equal(TimerHandle a, TimerHandle b) except -1:
     minloop_handle_check_slots(<void *>a)
     minloop_handle_check_slots(<void *>b)
     return (a._when == b._when and a._callback == b._callback and
-            handle_args(a) == handle_args(b) and a._cancelled is b._cancelled)
+            handle_args(<Handle>a) == handle_args(<Handle>b) and a._cancelled is b._cancelled)
 
 
-cdef object _compare_timers(Handle a, object other, int op):
+cdef object _compare_timers(TimerHandle a, object other, int op):
     if not isinstance(other, TimerHandle):
         return NotImplemented
-    cdef Handle b = <Handle>other
+    cdef TimerHandle b = <TimerHandle>other
     if op == 0:    # <
         return a._when < b._when
     if op == 4:    # >
@@ -452,7 +453,7 @@ cdef class TimerHandle(TimerHandleBase):
         return hash(self._when)
 
     def __richcmp__(self, other, int op):
-        return _compare_timers(<Handle>self, other, op)
+        return _compare_timers(self, other, op)
 
     def when(self):
         """Return a scheduled callback time.
@@ -718,12 +719,12 @@ cdef TimerHandle new_timer(double when, object callback, tuple args,
 # The types' slots
 #
 # Handle and TimerHandle add no field to their C bases, whose tp_dealloc,
-# tp_traverse and tp_clear already cover the whole object (and keep the free
-# list both types share, handle_bases.c).  Cython's generated slots would
-# only call the base's, after a GC untrack and re-track, for every handle
-# that dies: the types take the base's slots instead.  The free list
-# recognises our types by that tp_dealloc, so this must happen before the
-# first handle is made.
+# tp_traverse and tp_clear already cover the whole object (and keep a free
+# list per layout, handle_bases.c).  Cython's generated slots would only
+# call the base's, after a GC untrack and re-track, for every handle that
+# dies: the types take the base's slots instead.  The free lists recognise
+# our types by that tp_dealloc, so this must happen before the first handle
+# is made.
 
 minloop_handle_take_base_slots(Handle)
 minloop_handle_take_base_slots(TimerHandle)

@@ -22,9 +22,10 @@
  *    cost of an indirect call and a GC untrack/track per handle).
  *
  * Handles are made by the thousand per loop iteration, so tp_new and
- * tp_dealloc keep dead handles of both types on one free list: a handle
- * taken from it is not counted by the cycle collector as an allocation
- * (it starts a young collection every 700 of those).
+ * tp_dealloc keep dead handles on free lists, one per layout (a Handle is
+ * three words smaller than a TimerHandle, handle_bases.h): a handle taken
+ * from one is not counted by the cycle collector as an allocation (it
+ * starts a young collection every 700 of those).
  *
  * A third type, ThreadSafeHandleBase, extends asyncio's _ThreadSafeHandle
  * (3.14+; asyncio.Handle before, unused there) with the same layout and
@@ -39,38 +40,60 @@
 
 #include <structmember.h>   /* PyMemberDef, T_OBJECT_EX (3.10/3.11 names) */
 
+/* A TimerHandle is a Handle and three words: the loop reads either through
+ * MinloopHandle, so the fields they share sit at the same offsets, and the
+ * timer's own start where a Handle ends. */
+typedef char minloop_timer_extends_handle[
+    (offsetof(MinloopTimerHandle, _queued) == offsetof(MinloopHandle, _queued) &&
+     offsetof(MinloopTimerHandle, _arg1) == offsetof(MinloopHandle, _arg1) &&
+     offsetof(MinloopTimerHandle, _when) == sizeof(MinloopHandle)) ? 1 : -1];
+
 /* ---- the free list ------------------------------------------------------- */
 
-/* At most this many dead handles are kept (about 640 KiB).  The list is
- * process-wide and unlocked: the GIL serialises every handle's birth and
- * death.  The free-threaded build has no GIL to lean on (handles die in any
- * thread), so there it keeps none and every handle comes from tp_alloc. */
+/* At most this many dead handles of each layout are kept (about 1.1 MiB
+ * in all).  The lists are process-wide and unlocked: the GIL serialises
+ * every handle's birth and death.  The free-threaded build has no GIL to
+ * lean on (handles die in any thread), so there it keeps none and every
+ * handle comes from tp_alloc. */
 #ifndef Py_GIL_DISABLED
 #define FREE_LIST_SIZE 4096
 #else
 #define FREE_LIST_SIZE 1
 #endif
 
-static PyObject *free_list[FREE_LIST_SIZE];
-static int free_count = 0;
+/* [LAYOUT_HANDLE]: MinloopHandle; [LAYOUT_TIMER]: MinloopTimerHandle.  The
+ * functions that take a layout are inlined where it is a constant, so each
+ * type's tp_new and tp_dealloc test and copy what that layout needs only
+ * (gcc did not inline them on its own: 30 instructions a timer more). */
+#define MINLOOP_INLINED __attribute__((always_inline))
+enum { LAYOUT_HANDLE = 0, LAYOUT_TIMER = 1 };
+static PyObject *free_list[2][FREE_LIST_SIZE];
+static int free_count[2] = {0, 0};
 
 #ifndef Py_GIL_DISABLED
-#define FREE_LIST_KEEPS (free_count < FREE_LIST_SIZE)
+#define FREE_LIST_KEEPS(layout) (free_count[layout] < FREE_LIST_SIZE)
 #else
-#define FREE_LIST_KEEPS 0
+#define FREE_LIST_KEEPS(layout) 0
 #endif
 
 static void handle_dealloc(PyObject *self);
+static void timer_handle_dealloc(PyObject *self);
 
-/* Only instances of a type that keeps this exact layout and deallocates
- * with handle_dealloc (ours and the Cython types given our slots) go on
- * the free list: a Python subclass deallocates through subtype_dealloc and
- * may add a __dict__, so its memory is not interchangeable with ours. */
-static inline int
-recyclable(PyTypeObject *type)
+/* Each layout has its own tp_new and tp_dealloc (below), which know it.
+ * Only instances of a type that keeps that layout exactly and deallocates
+ * with that layout's tp_dealloc (ours and the Cython types given our
+ * slots) go on its free list: a Python subclass deallocates through
+ * subtype_dealloc and may add a __dict__, so its memory is not
+ * interchangeable with ours. */
+static inline MINLOOP_INLINED int
+recyclable(PyTypeObject *type, int layout)
 {
-    return type->tp_dealloc == handle_dealloc &&
-           type->tp_basicsize == (Py_ssize_t)sizeof(MinloopHandle) &&
+    if (layout == LAYOUT_HANDLE)
+        return type->tp_dealloc == handle_dealloc &&
+               type->tp_basicsize == (Py_ssize_t)sizeof(MinloopHandle) &&
+               type->tp_itemsize == 0;
+    return type->tp_dealloc == timer_handle_dealloc &&
+           type->tp_basicsize == (Py_ssize_t)sizeof(MinloopTimerHandle) &&
            type->tp_itemsize == 0;
 }
 
@@ -166,20 +189,28 @@ uncounted_free(PyObject *op)
 
 /* ---- the slots ----------------------------------------------------------- */
 
-static PyObject *
-handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* A new handle of `type`, a type of `layout` or a subclass of one (whose
+ * tp_new this is), every field set. */
+static inline MINLOOP_INLINED PyObject *
+new_handle(PyTypeObject *type, int layout)
 {
     MinloopHandle *h;
-    if (free_count > 0 && recyclable(type)) {
-        h = (MinloopHandle *)free_list[--free_count];
+    int recycled = recyclable(type, layout);
+    if (recycled && free_count[layout] > 0) {
+        h = (MinloopHandle *)free_list[layout][--free_count[layout]];
         /* Its weak references were cleared and its fields NULLed when it
-         * died; zero the C fields and make it a new object of `type`. */
-        memset((char *)h + sizeof(PyObject), 0,
-               sizeof(MinloopHandle) - sizeof(PyObject));
+         * died; zero the C fields and make it a new object of `type`.  (A
+         * size the compiler knows: a few stores, not a call of memset.) */
+        if (layout == LAYOUT_HANDLE)
+            memset((char *)h + sizeof(PyObject), 0,
+                   sizeof(MinloopHandle) - sizeof(PyObject));
+        else
+            memset((char *)h + sizeof(PyObject), 0,
+                   sizeof(MinloopTimerHandle) - sizeof(PyObject));
         (void)PyObject_Init((PyObject *)h, type);   /* takes a type reference */
         PyObject_GC_Track(h);
     }
-    else if (recyclable(type)) {
+    else if (recycled) {
         h = (MinloopHandle *)uncounted_alloc(type);   /* zeroed, tracked */
         if (h == NULL)
             return NULL;
@@ -197,8 +228,21 @@ handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(Py_None); h->_loop = Py_None;
     Py_INCREF(Py_None); h->_repr = Py_None;
     Py_INCREF(Py_None); h->_source_traceback = Py_None;
-    h->_heap_pos = -1;
+    if (layout == LAYOUT_TIMER)
+        ((MinloopTimerHandle *)h)->_heap_pos = -1;
     return (PyObject *)h;
+}
+
+static PyObject *
+handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return new_handle(type, LAYOUT_HANDLE);
+}
+
+static PyObject *
+timer_handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    return new_handle(type, LAYOUT_TIMER);
 }
 
 static int
@@ -245,8 +289,8 @@ handle_clear(PyObject *self)
     return 0;
 }
 
-static void
-handle_dealloc(PyObject *self)
+static inline MINLOOP_INLINED void
+dealloc_handle(PyObject *self, int layout)
 {
     MinloopHandle *h = (MinloopHandle *)self;
     PyTypeObject *type = Py_TYPE(self);
@@ -266,13 +310,25 @@ handle_dealloc(PyObject *self)
     Py_CLEAR(h->_source_traceback);
     Py_CLEAR(h->_arg0);
     Py_CLEAR(h->_arg1);
-    if (!recyclable(type))
+    if (!recyclable(type, layout))
         type->tp_free(self);
-    else if (FREE_LIST_KEEPS)
-        free_list[free_count++] = self;
+    else if (FREE_LIST_KEEPS(layout))
+        free_list[layout][free_count[layout]++] = self;
     else
         uncounted_free(self);
     Py_DECREF(type);
+}
+
+static void
+handle_dealloc(PyObject *self)
+{
+    dealloc_handle(self, LAYOUT_HANDLE);
+}
+
+static void
+timer_handle_dealloc(PyObject *self)
+{
+    dealloc_handle(self, LAYOUT_TIMER);
 }
 
 static PyType_Slot handle_slots[] = {
@@ -280,6 +336,15 @@ static PyType_Slot handle_slots[] = {
     {Py_tp_traverse, handle_traverse},
     {Py_tp_clear, handle_clear},
     {Py_tp_dealloc, handle_dealloc},
+    {0, NULL},
+};
+
+/* TimerHandleBase's and ThreadSafeHandleBase's. */
+static PyType_Slot timer_handle_slots[] = {
+    {Py_tp_new, timer_handle_new},
+    {Py_tp_traverse, handle_traverse},
+    {Py_tp_clear, handle_clear},
+    {Py_tp_dealloc, timer_handle_dealloc},
     {0, NULL},
 };
 
@@ -343,7 +408,7 @@ check_layout(PyTypeObject *handle, PyTypeObject *timer)
         return layout_error("__weakref__");
 #endif
     if (handle->tp_basicsize != offsetof(MinloopHandle, _arg0) ||
-            timer->tp_basicsize != offsetof(MinloopHandle, _when))
+            timer->tp_basicsize != offsetof(MinloopHandle, _queued))
         return layout_error("size");
     if (handle->tp_itemsize != 0 || timer->tp_itemsize != 0)
         return layout_error("item size");
@@ -371,7 +436,8 @@ check_preheader(PyObject *module, const char *name)
     int rc = -1;
     if (type == NULL)
         return -1;
-    handle = handle_new((PyTypeObject *)type, NULL, NULL);
+    /* The type's own tp_new: calling the type would run asyncio's __init__. */
+    handle = ((PyTypeObject *)type)->tp_new((PyTypeObject *)type, NULL, NULL);
     if (handle == NULL)
         goto done;
     sys = PyImport_ImportModule("sys");
@@ -440,10 +506,10 @@ exec_module(PyObject *module)
                               handle, sizeof(MinloopHandle), handle_slots) < 0 ||
             minloop_add_heap_type(module, "minloop._handle_bases",
                                   "TimerHandleBase", timer,
-                                  sizeof(MinloopHandle), handle_slots) < 0 ||
+                                  sizeof(MinloopTimerHandle), timer_handle_slots) < 0 ||
             minloop_add_heap_type(module, "minloop._handle_bases",
                                   "ThreadSafeHandleBase", threadsafe,
-                                  sizeof(MinloopHandle), handle_slots) < 0)
+                                  sizeof(MinloopTimerHandle), timer_handle_slots) < 0)
         goto done;
     if (check_preheader(module, "HandleBase") < 0 ||
             check_preheader(module, "TimerHandleBase") < 0 ||

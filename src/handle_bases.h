@@ -6,9 +6,9 @@
  * sorted by name, then TimerHandle's two.  Those slots are our storage,
  * each holding what asyncio keeps there (an object or NULL, never a C
  * number), so asyncio's own member descriptors stay safe to read on our
- * instances.  Our C fields follow.  Handle and TimerHandle have this one
- * layout (a plain handle leaves the timer fields unused) so that they share
- * one free list, and the loop reads either through the same struct.
+ * instances.  Our C fields follow.  A TimerHandle has three more than a
+ * Handle (MinloopTimerHandle); the loop reads either through the fields
+ * they share (MinloopHandle).
  *
  * Python 3.14's call_soon_threadsafe() returns an asyncio._ThreadSafeHandle:
  * a Handle with one slot more, `_lock`, which CPython places where
@@ -24,34 +24,73 @@
 #include "py_compat.h"
 #include "timer_heap.h"
 
-typedef struct {
-    PyObject_HEAD
-    /* asyncio.Handle's __slots__, in CPython's order.  Never NULL while the
-     * handle is alive (None when unset), as Cython code assumes. */
-    PyObject *_args;               /* tuple, or None once cancelled */
-    PyObject *_callback;           /* None once cancelled */
-    PyObject *_cancelled;          /* Py_True or Py_False */
-    PyObject *_context;            /* a contextvars.Context (see handles.pyx) */
-    PyObject *_loop;
-    PyObject *_repr;               /* frozen by cancel() in debug mode */
-    PyObject *_source_traceback;   /* None unless made in debug mode */
+/* The fields every handle has: asyncio's slots, then ours. */
 #if !MINLOOP_MANAGED_WEAKREF
-    PyObject *_weakreflist;        /* __weakref__, inline up to 3.11 */
+#define MINLOOP_HANDLE_WEAKREFLIST PyObject *_weakreflist;  /* __weakref__, inline up to 3.11 */
+#else
+#define MINLOOP_HANDLE_WEAKREFLIST
 #endif
-    /* asyncio.TimerHandle's two __slots__ (_scheduled, _when), which hold
-     * a callback's one or two arguments here instead of in a tuple
-     * (_inline_args says how many; the _args slot then holds None until a
-     * reader asks for the tuple: handles.pyx, "Arguments").  Reusing them
-     * keeps a handle as small as one without inline arguments.  They stay
-     * what asyncio keeps in a slot, an object or NULL: our properties
-     * shadow asyncio's descriptors of those names (a timer's `_when` and
-     * `_scheduled` are computed from the C fields below), and a value put
-     * or deleted through asyncio's own descriptor is an object the handle
-     * owns, or a NULL that minloop_handle_check_slots() refills.  A plain
-     * Handle is not an asyncio.TimerHandle: no descriptor reaches them. */
-    PyObject *_arg0;
-    PyObject *_arg1;
-    /* ---- ours ---- */
+#define MINLOOP_HANDLE_FIELDS                                                    \
+    PyObject_HEAD                                                                \
+    /* asyncio.Handle's __slots__, in CPython's order.  Never NULL while the    \
+     * handle is alive (None when unset), as Cython code assumes. */            \
+    PyObject *_args;               /* tuple, or None once cancelled */          \
+    PyObject *_callback;           /* None once cancelled */                    \
+    PyObject *_cancelled;          /* Py_True or Py_False */                    \
+    PyObject *_context;            /* a contextvars.Context (see handles.pyx) */\
+    PyObject *_loop;                                                             \
+    PyObject *_repr;               /* frozen by cancel() in debug mode */       \
+    PyObject *_source_traceback;   /* None unless made in debug mode */         \
+    MINLOOP_HANDLE_WEAKREFLIST                                                   \
+    /* asyncio.TimerHandle's two __slots__ (below) */                           \
+    PyObject *_arg0;                                                             \
+    PyObject *_arg1;                                                             \
+    /* ---- ours ---- */                                                        \
+    /* How many of the loop's C containers hold this handle (below). */        \
+    uint32_t _queued;                                                            \
+    uint32_t _gc_epoch : 27;                                                     \
+    uint32_t _inline_args : 2;                                                   \
+    uint32_t _context_shared : 1;                                                \
+    uint32_t _debug : 1;                                                         \
+    uint32_t _threadsafe : 1;
+
+/* What the fields hold:
+ * - _arg0, _arg1: asyncio.TimerHandle's two __slots__ (_scheduled, _when),
+ *   which hold a callback's one or two arguments here instead of in a tuple
+ *   (_inline_args says how many; the _args slot then holds None until a
+ *   reader asks for the tuple: handles.pyx, "Arguments").  Reusing them
+ *   keeps a handle as small as one without inline arguments.  They stay
+ *   what asyncio keeps in a slot, an object or NULL: our properties shadow
+ *   asyncio's descriptors of those names (a timer's `_when` and
+ *   `_scheduled` are computed from the C fields below), and a value put or
+ *   deleted through asyncio's own descriptor is an object the handle owns,
+ *   or a NULL that minloop_handle_check_slots() refills.  A plain Handle is
+ *   not an asyncio.TimerHandle: no descriptor reaches them.
+ * - _queued: how many of the loop's C containers (ready ring, timer heap,
+ *   fd table, released rings) hold this handle; while any does, the handle
+ *   is not tracked by the cycle collector (see handles.pxd).
+ * - _gc_epoch: the low 27 bits of the loop's traverse epoch in which the
+ *   handle was last reported: read and written only by handle_gc_seen().
+ * - _inline_args: 1 or 2: the arguments are _arg0 (and _arg1); 0: they
+ *   are _args.
+ * - _context_shared: the context is a snapshot shared with other handles
+ *   (handles.pyx).
+ * - _debug: made while the loop was in debug mode.
+ * - _threadsafe: a _ThreadSafeHandle: runs and cancels under its monitor. */
+
+/* A Handle (call_soon(), the fd callbacks): 96 bytes on 3.14, which with
+ * the collector's 32 before it is pymalloc's 128-byte size class. */
+typedef struct {
+    MINLOOP_HANDLE_FIELDS
+} MinloopHandle;
+
+/* A TimerHandle, and a _ThreadSafeHandle: the same fields first (the loop
+ * reads every handle as a MinloopHandle), then three words a plain Handle
+ * does without.  Measured (benchmarks/RESULTS.md, 2026-12-01): a million
+ * queued call_soon() callbacks took 43 page faults per 1,000 at 152 bytes
+ * a handle. */
+typedef struct {
+    MINLOOP_HANDLE_FIELDS
     union {
         double _when;              /* TimerHandle: the deadline */
         /* _ThreadSafeHandle (never a timer): the thread running its
@@ -60,31 +99,15 @@ typedef struct {
     };
     /* The timer's token in the owning loop's heap (its slot there, written
      * by the heap when the timer enters and when it leaves; heap_remove()
-     * takes it), -1 once the timer has left (and always, for a plain
-     * Handle); the heap holds one reference meanwhile. */
+     * takes it), -1 once the timer has left (and always, for a
+     * _ThreadSafeHandle); the heap holds one reference meanwhile. */
     Py_ssize_t _heap_pos;
     timer_heap *_heap;
-    /* How many of the loop's C containers (ready ring, timer heap, fd table,
-     * released rings) hold this handle; while any does, the handle is not
-     * tracked by the cycle collector (see handles.pxd). */
-    uint32_t _queued;
-    /* The low 27 bits of the loop's traverse epoch in which the handle was
-     * last reported: read and written only by handle_gc_seen(). */
-    uint32_t _gc_epoch : 27;
-    /* 1 or 2: the arguments are _arg0 (and _arg1); 0: they are _args. */
-    uint32_t _inline_args : 2;
-    /* The context is a snapshot shared with other handles (handles.pyx). */
-    uint32_t _context_shared : 1;
-    /* Made while the loop was in debug mode. */
-    uint32_t _debug : 1;
-    /* A _ThreadSafeHandle: runs and cancels under its monitor. */
-    uint32_t _threadsafe : 1;
-} MinloopHandle;
+} MinloopTimerHandle;
 
-/* The same struct under other names: Cython wants each extern class's
+/* The same struct under another name: Cython wants each extern class's
  * struct named once (handles.pxd declares the three bases). */
-typedef MinloopHandle MinloopTimerHandle;
-typedef MinloopHandle MinloopThreadSafeHandle;
+typedef MinloopTimerHandle MinloopThreadSafeHandle;
 
 #define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 27) - 1)
 
@@ -163,7 +186,8 @@ minloop_handle_take_base_slots(PyObject *type)
 {
     PyTypeObject *t = (PyTypeObject *)type, *base = t->tp_base;
     if (t->tp_basicsize != base->tp_basicsize ||
-            t->tp_basicsize != (Py_ssize_t)sizeof(MinloopHandle)) {
+            (t->tp_basicsize != (Py_ssize_t)sizeof(MinloopHandle) &&
+             t->tp_basicsize != (Py_ssize_t)sizeof(MinloopTimerHandle))) {
         PyErr_SetString(PyExc_ImportError,
                         "minloop's handle types add fields to their C base");
         return -1;

@@ -48,7 +48,7 @@ static unsigned long ts_waiters = 0;   /* changed under the GIL */
 /* Returns once no other thread runs h's callback (the GIL held, as on
  * entry; released while waiting). */
 static void
-ts_wait_for_runner(MinloopHandle *h, unsigned long me)
+ts_wait_for_runner(MinloopThreadSafeHandle *h, unsigned long me)
 {
     unsigned long runner;
     while ((runner = TS_RUNNER(h)) != 0 && runner != me) {
@@ -80,7 +80,7 @@ static unsigned long ts_waiters = 0;   /* changed under ts_mutex */
 /* With ts_mutex held (as on return): returns once no other thread runs h's
  * callback, detached from the interpreter while waiting. */
 static void
-ts_wait_for_runner(MinloopHandle *h, unsigned long me)
+ts_wait_for_runner(MinloopThreadSafeHandle *h, unsigned long me)
 {
     while (h->_runner != 0 && h->_runner != me) {
         PyThreadState *state;
@@ -121,7 +121,7 @@ minloop_ts_init(void)
 /* Whether this thread is running h's callback (only this thread can have
  * put its own id there, so no lock is needed to see it). */
 static inline int
-minloop_ts_running_here(MinloopHandle *h)
+minloop_ts_running_here(MinloopThreadSafeHandle *h)
 {
     return __atomic_load_n(&h->_runner, __ATOMIC_RELAXED) == PyThread_get_thread_ident();
 }
@@ -130,7 +130,7 @@ minloop_ts_running_here(MinloopHandle *h)
  * (handle_run() asks minloop_ts_running_here() first).  1: run it, then
  * call minloop_ts_run_ended(); 0: cancelled, skip it. */
 static inline int
-minloop_ts_run_begins(MinloopHandle *h)
+minloop_ts_run_begins(MinloopThreadSafeHandle *h)
 {
     unsigned long me = PyThread_get_thread_ident();
     int run = 0;
@@ -145,7 +145,7 @@ minloop_ts_run_begins(MinloopHandle *h)
 }
 
 static inline void
-minloop_ts_run_ended(MinloopHandle *h)
+minloop_ts_run_ended(MinloopThreadSafeHandle *h)
 {
     TS_LOCK();
     TS_SET_RUNNER(h, 0);
@@ -164,7 +164,7 @@ minloop_ts_run_ended(MinloopHandle *h)
 /* cancel()'s first half: waits while another thread runs the callback, then
  * marks h cancelled.  1 if this call cancelled it, 0 if it was already. */
 static int
-minloop_ts_cancel(MinloopHandle *h)
+minloop_ts_cancel(MinloopThreadSafeHandle *h)
 {
     unsigned long me = PyThread_get_thread_ident();
     int changed = 0;
@@ -185,7 +185,7 @@ minloop_ts_cancel(MinloopHandle *h)
 
 /* cancelled(): waits while another thread runs the callback. */
 static int
-minloop_ts_cancelled(MinloopHandle *h)
+minloop_ts_cancelled(MinloopThreadSafeHandle *h)
 {
     unsigned long me = PyThread_get_thread_ident();
     int cancelled;
