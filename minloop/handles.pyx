@@ -209,7 +209,7 @@ cdef int _finish_cancel_later(Handle h) except -1:
 
 def _finish_cancel(h):
     """The loop's half of a cancel() made in another thread."""
-    # Either type: siblings, one layout (handles.pxd).
+    # Either type: a timer's layout starts with a Handle's (handles.pxd).
     minloop_handle_check_slots(<void *>h)
     _cancel_now(<Handle>h)
 

@@ -8,9 +8,10 @@
  *    layout ("multiple bases have instance lay-out conflict"), so our
  *    TimerHandle cannot extend both our Handle and asyncio.TimerHandle.
  *    The two are siblings instead: HandleBase extends asyncio.Handle,
- *    TimerHandleBase asyncio.TimerHandle, with one layout (handle_bases.h),
- *    and the Cython classes minloop.handles.Handle / TimerHandle extend
- *    them, adding methods only.  The loop reads both through that layout.
+ *    TimerHandleBase asyncio.TimerHandle, a timer's layout a handle's and
+ *    three words more (handle_bases.h), and the Cython classes
+ *    minloop.handles.Handle / TimerHandle extend them, adding methods
+ *    only.  The loop reads both through the fields they share.
  *  - asyncio's classes are heap types, and CPython refuses a static type
  *    whose base is a heap type: these types and the Cython ones above them
  *    are heap types (handles.pyx builds with CYTHON_USE_TYPE_SPECS).
@@ -48,7 +49,7 @@ typedef char minloop_timer_extends_handle[
      offsetof(MinloopTimerHandle, _arg1) == offsetof(MinloopHandle, _arg1) &&
      offsetof(MinloopTimerHandle, _when) == sizeof(MinloopHandle)) ? 1 : -1];
 
-/* ---- the free list ------------------------------------------------------- */
+/* ---- the free lists ------------------------------------------------------ */
 
 /* At most this many dead handles of each layout are kept (about 1.1 MiB
  * in all).  The lists are process-wide and unlocked: the GIL serialises
@@ -297,7 +298,7 @@ dealloc_handle(PyObject *self, int layout)
     PyObject **weakrefs = (PyObject **)((char *)self + type->tp_weaklistoffset);
 
     PyObject_GC_UnTrack(self);   /* a no-op if the loop untracked it */
-    /* Before the handle can return to the free list, so that no weak
+    /* Before the handle can return to a free list, so that no weak
      * reference to the dead handle finds its next life. */
     if (*weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
@@ -527,7 +528,7 @@ done:
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, exec_module},
 #ifdef Py_mod_gil
-    /* The free list, its only state, keeps nothing without the GIL. */
+    /* The free lists, its only state, keep nothing without the GIL. */
     {Py_mod_gil, MINLOOP_MOD_GIL},
 #endif
     {0, NULL},

@@ -179,7 +179,7 @@ minloop_handle_check_slots(void *handle)
 /* Gives a subclass that adds no field (handles.pyx's Handle and
  * TimerHandle) its C base's tp_dealloc, tp_traverse and tp_clear in place
  * of Cython's, which would only call the base's after a GC untrack and
- * re-track.  handle_bases.c's free list recognises our types by that
+ * re-track.  handle_bases.c's free lists recognise our types by that
  * tp_dealloc, so this must run before the first handle is made. */
 static inline int
 minloop_handle_take_base_slots(PyObject *type)
