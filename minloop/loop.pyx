@@ -62,6 +62,11 @@ cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 # there gets them from any loop: read from the modules' dicts at each call.
 cdef dict _tasks_namespace = _aio_tasks.__dict__
 cdef dict _futures_namespace = _aio_futures.__dict__
+# create_future(): asyncio's C Future, and the running loop as it finds it.
+cdef object _CFuture = getattr(_aio_futures, '_CFuture', None)
+cdef object _running_loop = _aio_events._get_running_loop
+cdef bint _FUTURE_FINDS_RUNNING_LOOP = (
+    _asyncio_compat.FUTURE_FINDS_RUNNING_LOOP_FAST and _CFuture is not None)
 cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
 cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
 # 3.15's _run_once: end_time is at least one ulp after now (see there).
@@ -504,7 +509,13 @@ cdef class LoopCore:
 
     def create_future(self):
         """Create a Future object attached to the loop."""
-        return _futures_namespace['Future'](loop=self)
+        cls = _futures_namespace['Future']
+        # Called without loop=, asyncio's C Future takes the running loop:
+        # this one, where it is running in this thread (the same future,
+        # for less: _asyncio_compat.FUTURE_FINDS_RUNNING_LOOP_FAST).
+        if _FUTURE_FINDS_RUNNING_LOOP and cls is _CFuture and _running_loop() is self:
+            return cls()
+        return cls(loop=self)
 
     def create_task(self, coro, *, name=None, context=None, **kwargs):
         """Schedule a coroutine object.  Return a task object.

@@ -19,6 +19,68 @@ def test_create_future_is_asyncio_future_bound_to_loop(loop):
     fut.cancel()
 
 
+def test_create_future_in_the_running_loop_is_bound_to_it(loop):
+    """Inside the running loop too, and when the running loop this thread
+    has set is another one, or none, create_future()'s future is this
+    loop's: asyncio's own Future, with its debug traceback when asked."""
+    from asyncio import events
+    other = asyncio.new_event_loop()
+    seen = []
+
+    def made(label):
+        fut = loop.create_future()
+        seen.append((label, type(fut), fut.get_loop() is loop,
+                     bool(fut._source_traceback)))
+        fut.cancel()
+
+    async def main():
+        made("running")
+        events._set_running_loop(other)
+        try:
+            made("another running")
+        finally:
+            events._set_running_loop(loop)
+        events._set_running_loop(None)
+        try:
+            made("none running")
+        finally:
+            events._set_running_loop(loop)
+        loop.set_debug(True)
+        made("debug")
+        loop.set_debug(False)
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        other.close()
+    assert seen == [("running", asyncio.Future, True, False),
+                    ("another running", asyncio.Future, True, False),
+                    ("none running", asyncio.Future, True, False),
+                    ("debug", asyncio.Future, True, True)]
+
+
+def test_create_future_takes_the_future_class_asyncio_has_then(loop, monkeypatch):
+    """A program that puts another Future class in asyncio.futures gets it,
+    with loop= as asyncio's loop passes it."""
+    from asyncio import futures
+    made = []
+
+    class Mine(futures._PyFuture):
+        def __init__(self, *, loop=None):
+            made.append(loop)
+            super().__init__(loop=loop)
+
+    monkeypatch.setattr(futures, "Future", Mine)
+
+    async def main():
+        return loop.create_future()
+
+    fut = loop.run_until_complete(main())
+    assert type(fut) is Mine and fut.get_loop() is loop
+    assert made == [loop]
+    fut.cancel()
+
+
 def test_future_done_callbacks_run_via_loop(loop, run_briefly):
     """Future done-callbacks are scheduled on the loop, not called synchronously."""
     fut = loop.create_future()
