@@ -62,11 +62,14 @@ cdef double MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 # there gets them from any loop: read from the modules' dicts at each call.
 cdef dict _tasks_namespace = _aio_tasks.__dict__
 cdef dict _futures_namespace = _aio_futures.__dict__
-# create_future(): asyncio's C Future, and the running loop as it finds it.
+# create_future() and create_task(): asyncio's C Future and Task, and the
+# running loop as they find it.
 cdef object _CFuture = getattr(_aio_futures, '_CFuture', None)
+cdef object _CTask = getattr(_aio_tasks, '_CTask', None)
 cdef object _running_loop = _aio_events._get_running_loop
 cdef bint _FUTURE_FINDS_RUNNING_LOOP = (
-    _asyncio_compat.FUTURE_FINDS_RUNNING_LOOP_FAST and _CFuture is not None)
+    _asyncio_compat.FUTURE_FINDS_RUNNING_LOOP_FAST and _CFuture is not None
+    and _CTask is not None)
 cdef bint _CREATE_TASK_PASSES_KWARGS = _asyncio_compat.CREATE_TASK_PASSES_KWARGS
 cdef bint _CREATE_TASK_TAKES_KWARGS = _asyncio_compat.CREATE_TASK_TAKES_KWARGS
 # 3.15's _run_once: end_time is at least one ulp after now (see there).
@@ -534,6 +537,11 @@ cdef class LoopCore:
                 if context is not None:
                     kwargs['context'] = context
                 return task_class(coro, loop=self, name=name, **kwargs)
+            if _FUTURE_FINDS_RUNNING_LOOP and task_class is _CTask and _running_loop() is self:
+                # As in create_future(): the same task, found this loop as the
+                # running one (callgrind, 3.14: a task made, run and done in
+                # 6,355 -> 5,996 instructions).
+                return task_class(coro) if name is None else task_class(coro, name=name)
             if name is None:
                 return task_class(coro, loop=self)   # one keyword less to parse
             return task_class(coro, loop=self, name=name)

@@ -59,6 +59,38 @@ def test_create_future_in_the_running_loop_is_bound_to_it(loop):
                     ("debug", asyncio.Future, True, True)]
 
 
+def test_create_task_in_the_running_loop_is_bound_to_it(loop):
+    """Inside the running loop, and when the running loop this thread has
+    set is another one, create_task()'s task is this loop's, named as
+    asked, and runs there."""
+    from asyncio import events
+    other = asyncio.new_event_loop()
+    seen = []
+
+    async def child():
+        return asyncio.get_running_loop()
+
+    async def main():
+        plain = loop.create_task(child())
+        named = loop.create_task(child(), name="named")
+        events._set_running_loop(other)
+        try:
+            away = loop.create_task(child(), name="away")
+        finally:
+            events._set_running_loop(loop)
+        for task in (plain, named, away):
+            seen.append((type(task) is asyncio.Task, task.get_loop() is loop,
+                         task.get_name(), await task is loop))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        other.close()
+    assert [s[:2] + s[3:] for s in seen] == [(True, True, True)] * 3
+    assert seen[0][2].startswith("Task-")
+    assert [s[2] for s in seen[1:]] == ["named", "away"]
+
+
 def test_create_future_takes_the_future_class_asyncio_has_then(loop, monkeypatch):
     """A program that puts another Future class in asyncio.futures gets it,
     with loop= as asyncio's loop passes it."""
