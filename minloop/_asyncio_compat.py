@@ -17,8 +17,10 @@ from asyncio import constants as _constants
 from asyncio import coroutines as _coroutines
 from asyncio import events as _events
 from asyncio import format_helpers as _format_helpers
+from asyncio import futures as _futures
 from asyncio import selector_events as _selector_events
 from asyncio import sslproto as _sslproto
+from asyncio import tasks as _tasks
 from asyncio import unix_events as _unix_events
 
 # asyncio.Runner, used by asyncio.run() (3.11, bpo-47062).
@@ -206,12 +208,15 @@ FORCE_CLOSE_ZEROES_SIZE = sys.version_info >= (3, 15)
 # resolution, or plus one ulp of now where that is more (3.15).
 END_TIME_PAST_ULP = sys.version_info >= (3, 15)
 
-# asyncio's C Future (and Task) made without loop= finds the running loop in the
-# thread's state (3.12+; before, through the module's cache and a thread-id
-# compare): per future, in a running loop, Future() against
-# Future(loop=loop): 3.12 300-350 ns against 530-610, 3.14 185-195 against
-# 315-350, 3.15 180-210 against 290-315; 3.11 515-620 against 425-505.
-# (A type called with a keyword gets a dict made for its __init__.)
+# asyncio's C Future and Task (None without _asyncio); made without loop=
+# they find the running loop in the thread's state (3.12+; before, through
+# the module's cache and a thread-id compare): per future, in a running
+# loop, Future() against Future(loop=loop): 3.12 300-350 ns against
+# 530-610, 3.14 185-195 against 315-350, 3.15 180-210 against 290-315;
+# 3.11 515-620 against 425-505.  (A type called with a keyword gets a dict
+# made for its __init__.)
+CFuture = getattr(_futures, '_CFuture', None)
+CTask = getattr(_tasks, '_CTask', None)
 FUTURE_FINDS_RUNNING_LOOP_FAST = sys.version_info >= (3, 12)
 
 # A socket transport whose close() waited for its queue to drain counts the

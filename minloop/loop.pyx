@@ -64,8 +64,8 @@ cdef dict _tasks_namespace = _aio_tasks.__dict__
 cdef dict _futures_namespace = _aio_futures.__dict__
 # create_future() and create_task(): asyncio's C Future and Task, and the
 # running loop as they find it.
-cdef object _CFuture = getattr(_aio_futures, '_CFuture', None)
-cdef object _CTask = getattr(_aio_tasks, '_CTask', None)
+cdef object _CFuture = _asyncio_compat.CFuture
+cdef object _CTask = _asyncio_compat.CTask
 cdef object _running_loop = _aio_events._get_running_loop
 cdef bint _FUTURE_FINDS_RUNNING_LOOP = (
     _asyncio_compat.FUTURE_FINDS_RUNNING_LOOP_FAST and _CFuture is not None
