@@ -72,14 +72,20 @@ def test_burst_with_timers_left_behind(loop):
     _wait_past(loop, base + 0.01)
     loop.call_soon(loop.stop)
     loop.run_forever()
-    due_now = sorted((w, i) for i, w in enumerate(deadlines) if i % 5 and w < base + 0.5)
-    _assert_in_deadline_order(fired, due_now)
+    # Every early timer ran, in order, and no later one before it.  Late
+    # ones too, in order, where scheduling the burst took past their
+    # deadlines (seconds on asyncio's loop under ASan on a busy machine).
+    live = sorted((w, i) for i, w in enumerate(deadlines) if i % 5)
+    assert len(fired) >= sum(1 for w, _ in live if w < base + 0.5)
+    _assert_in_deadline_order(fired, live[:len(fired)])
+    ran_first = {i for _, i in fired}
     # The ones left behind can still be cancelled, and the rest run in order.
     for h in handles[1::10]:
         h.cancel()
     loop.call_at(base + 1.05, loop.stop)
     loop.run_forever()
-    cancelled = set(range(0, len(deadlines), 5)) | set(range(1, len(deadlines), 10))
+    cancelled = (set(range(0, len(deadlines), 5))
+                 | set(range(1, len(deadlines), 10)) - ran_first)
     _assert_in_deadline_order(
         fired, sorted((w, i) for i, w in enumerate(deadlines) if i not in cancelled))
 
