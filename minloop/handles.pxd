@@ -9,8 +9,8 @@ from .includes cimport (timer_heap, PyObject_GC_IsTracked, PyObject_GC_Track,
 # asyncio.TimerHandle.  A TimerHandle's layout, MinloopTimerHandle, is a
 # Handle's, MinloopHandle, and three fields more (src/handle_bases.h, where
 # each field is described): the loop reads any handle as a Handle, and a
-# timer's own fields only through a TimerHandle.  A Cython module that subclasses them
-# must be built with CYTHON_USE_TYPE_SPECS=1 (setup.py does).
+# timer's own fields only through a TimerHandle.  A Cython module that
+# subclasses them must be built with CYTHON_USE_TYPE_SPECS=1 (setup.py does).
 cdef extern from "handle_bases.h":
     ctypedef class minloop._handle_bases.HandleBase [object MinloopHandle]:
         # asyncio's slots, with asyncio's meaning.

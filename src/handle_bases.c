@@ -86,15 +86,24 @@ static void timer_handle_dealloc(PyObject *self);
  * slots) go on its free list: a Python subclass deallocates through
  * subtype_dealloc and may add a __dict__, so its memory is not
  * interchangeable with ours. */
+static inline MINLOOP_INLINED size_t
+layout_size(int layout)
+{
+    return layout == LAYOUT_HANDLE ? sizeof(MinloopHandle)
+                                   : sizeof(MinloopTimerHandle);
+}
+
+static inline MINLOOP_INLINED destructor
+layout_dealloc(int layout)
+{
+    return layout == LAYOUT_HANDLE ? handle_dealloc : timer_handle_dealloc;
+}
+
 static inline MINLOOP_INLINED int
 recyclable(PyTypeObject *type, int layout)
 {
-    if (layout == LAYOUT_HANDLE)
-        return type->tp_dealloc == handle_dealloc &&
-               type->tp_basicsize == (Py_ssize_t)sizeof(MinloopHandle) &&
-               type->tp_itemsize == 0;
-    return type->tp_dealloc == timer_handle_dealloc &&
-           type->tp_basicsize == (Py_ssize_t)sizeof(MinloopTimerHandle) &&
+    return type->tp_dealloc == layout_dealloc(layout) &&
+           type->tp_basicsize == (Py_ssize_t)layout_size(layout) &&
            type->tp_itemsize == 0;
 }
 
@@ -202,12 +211,8 @@ new_handle(PyTypeObject *type, int layout)
         /* Its weak references were cleared and its fields NULLed when it
          * died; zero the C fields and make it a new object of `type`.  (A
          * size the compiler knows: a few stores, not a call of memset.) */
-        if (layout == LAYOUT_HANDLE)
-            memset((char *)h + sizeof(PyObject), 0,
-                   sizeof(MinloopHandle) - sizeof(PyObject));
-        else
-            memset((char *)h + sizeof(PyObject), 0,
-                   sizeof(MinloopTimerHandle) - sizeof(PyObject));
+        memset((char *)h + sizeof(PyObject), 0,
+               layout_size(layout) - sizeof(PyObject));
         (void)PyObject_Init((PyObject *)h, type);   /* takes a type reference */
         PyObject_GC_Track(h);
     }
