@@ -15,10 +15,12 @@ Environment switches (for development and CI, never for wheels):
                       loop.stats() and the rest raise NotImplementedError;
                       for measuring what it costs against the default build
 """
+import copy
 import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 if sys.platform == "win32":
     raise RuntimeError("minloop supports Linux, macOS and the BSDs, not Windows")
@@ -87,9 +89,51 @@ extensions = [
     Extension("minloop.tls", ["minloop/tls.pyx"], **transport_common),
 ]
 
+
+def cython_processes():
+    """Cython's translations run in a process per core where the processes
+    are forked.  Spawned ones (macOS; forkserver, Linux's default from
+    3.14) would run this file again as their main module, setup() and all.
+    """
+    import multiprocessing
+    if multiprocessing.get_start_method() != "fork":
+        return 0
+    return os.cpu_count() or 1
+
+
+class ParallelBuildExt(build_ext):
+    """build_ext compiling the modules on every core unless told (-j N):
+    pip and `python -m build` give it no -j, and CI builds the extension
+    nine times (venvs, sanitizer and guard builds, 3.14/3.15, four wheels).
+    A wheel of 3.11 on two cores: 111 s in sequence, 65 s so (87 s with the
+    modules in the order listed).
+    """
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
+    def build_extensions(self):
+        # The largest first, so that neither core is left with a big one
+        # at the end.
+        self.extensions.sort(key=lambda e: -sum(map(os.path.getsize, e.sources)))
+        super().build_extensions()
+
+    def build_extension(self, ext):
+        # Each module's objects in a directory of its own: two modules
+        # (handles, loop) compile src/timer_heap.c, and one timer_heap.o
+        # written by one thread could be linked half-written by another.
+        own = copy.copy(self)
+        own.build_temp = os.path.join(self.build_temp, ext.name)
+        build_ext.build_extension(own, ext)
+
+
 setup(
+    cmdclass={"build_ext": ParallelBuildExt},
     ext_modules=cythonize(
         extensions,
+        nthreads=cython_processes(),
         language_level=3,
         annotate=flag("MINLOOP_ANNOTATE"),
         # Python's indexing semantics stay on (negative indexes, bounds
