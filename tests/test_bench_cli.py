@@ -382,7 +382,11 @@ def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
         [sys.executable, '-m', 'minloop', 'bench', '--quick', '--rounds', '2',
          '--loops', 'asyncio,minloop', '--only', 'call_soon_chain,sleep0_pingpong',
          '--json', str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Python turns SIGINT into KeyboardInterrupt only where the signal
+        # was not ignored when it started, and a job run with `&` from a
+        # script (CI's, say) starts with it ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # Not on a terminal, the progress report says each row once as it
     # starts: once the second row starts, the first has all its rounds.
     first = proc.stderr.readline()
@@ -570,7 +574,10 @@ def test_full_profile_covers_the_readme_network_table():
 def test_a_child_killed_by_ctrl_c_interrupts_the_run_not_fails_a_round():
     # Ctrl-C in a terminal reaches the whole process group: a child may die
     # of it before the bench sees its own KeyboardInterrupt.
-    code = 'import os, signal; os.kill(os.getpid(), signal.SIGINT)'
+    # (Its SIGINT set to the default first: the tests may run where it is
+    # ignored, and then the child would not die of it.)
+    code = ('import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); '
+            'os.kill(os.getpid(), signal.SIGINT)')
     with pytest.raises(KeyboardInterrupt):
         procs.run_json([sys.executable, '-c', code], timeout=30)
     # Any other death is a failed round.
