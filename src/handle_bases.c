@@ -80,12 +80,7 @@ static int free_count[2] = {0, 0};
 static void handle_dealloc(PyObject *self);
 static void timer_handle_dealloc(PyObject *self);
 
-/* Each layout has its own tp_new and tp_dealloc (below), which know it.
- * Only instances of a type that keeps that layout exactly and deallocates
- * with that layout's tp_dealloc (ours and the Cython types given our
- * slots) go on its free list: a Python subclass deallocates through
- * subtype_dealloc and may add a __dict__, so its memory is not
- * interchangeable with ours. */
+/* A layout's size and its types' tp_dealloc. */
 static inline MINLOOP_INLINED size_t
 layout_size(int layout)
 {
@@ -99,6 +94,12 @@ layout_dealloc(int layout)
     return layout == LAYOUT_HANDLE ? handle_dealloc : timer_handle_dealloc;
 }
 
+/* Each layout has its own tp_new and tp_dealloc (below), which know it.
+ * Only instances of a type that keeps that layout exactly and deallocates
+ * with that layout's tp_dealloc (ours and the Cython types given our
+ * slots) go on its free list: a Python subclass deallocates through
+ * subtype_dealloc and may add a __dict__, so its memory is not
+ * interchangeable with ours. */
 static inline MINLOOP_INLINED int
 recyclable(PyTypeObject *type, int layout)
 {
