@@ -522,8 +522,12 @@ def test_many_connection_rows_run(kind, mode, loop_name):
     row = Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
                     min_duration=0.1)
     answer = measure.measure_net(row, loop_name, TINY)
+    # No error: the load generator saw every connection answered before it
+    # timed anything (the next test shows it says so when one is not).
+    # The count in the timed 0.1 s is the loop's speed, not a promise:
+    # asyncio under -X dev managed 286 there.
     assert 'error' not in answer and 'na' not in answer, answer
-    assert answer['round_trips'] > 300  # every connection answered at least once
+    assert answer['round_trips'] > 0
     assert answer['problems'] == []
     if answer.get('server_us') is not None:
         assert answer['server_us'] > 0
@@ -531,6 +535,40 @@ def test_many_connection_rows_run(kind, mode, loop_name):
         # (the part is read in clock ticks of 10 ms, the whole to the ns).
         per_trip = 1e6 / answer['round_trips']
         assert 0 <= answer['server_user_us'] <= answer['server_us'] + 2 * 0.01 * per_trip
+
+
+def test_load_generator_fails_a_row_where_a_connection_gets_no_answer(monkeypatch):
+    import socket
+    import threading
+    from minloop.bench import client
+    monkeypatch.setattr(client, 'SETTLE_TIMEOUT', 0.5)
+    listener = socket.create_server(('127.0.0.1', 0))
+    accepted = []
+
+    def serve():
+        # Echo on the first two connections; hold the other two silent.
+        for i in range(4):
+            conn, _ = listener.accept()
+            accepted.append(conn)
+            if i < 2:
+                threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+    def echo(conn):
+        try:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with pytest.raises(client.Failed, match='2 of 4 connections got no answer'):
+            client.run('127.0.0.1', listener.getsockname()[1], 'echo', conns=4, size=64,
+                       depth=1, duration=0.1, warmup=0.01)
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
 
 
 def test_the_standard_rows_follow_one_naming_scheme():
