@@ -315,7 +315,9 @@ def test_each_link_of_a_callback_chain_takes_one_iteration(loop, socketpair):
     iteration polls, then runs the batch that was ready when it started:
     iteration 1 runs [a]; iteration 2 polls (reader queued) and runs
     [b, reader]; iteration 3 runs [c].  A loop that drained the ready queue
-    in one go would give a, b, c, reader.
+    in one go would give a, b, c, reader; one that polled after the
+    callbacks carried into an iteration (uvloop; zuvloop for a transport's
+    data_received()) a, reader, b, c.
     """
     r, w = socketpair
     order = []
@@ -342,6 +344,91 @@ def test_each_link_of_a_callback_chain_takes_one_iteration(loop, socketpair):
     loop.run_forever()
     loop.remove_reader(r)
     assert order == ["a", "b", "reader", "c"]
+
+
+def test_data_waiting_before_an_iteration_is_read_after_its_carried_callbacks(
+        loop, socketpair):
+    """What was readable before an iteration began is read in it after the
+    callbacks carried into it, and before those they schedule."""
+    r, w = socketpair
+    order = []
+
+    def carried():
+        order.append("carried")
+        loop.call_soon(order.append, "scheduled")
+
+    def reader():
+        order.append("reader")
+        r.recv(10)
+
+    w.send(b"x")
+    loop.add_reader(r, reader)
+    loop.call_soon(carried)
+    loop.call_later(0.05, loop.stop)
+    loop.run_forever()
+    loop.remove_reader(r)
+    assert order == ["carried", "reader", "scheduled"]
+
+
+def test_an_iteration_with_callbacks_to_run_does_not_block(loop):
+    """_run_once() with a callback queued returns without waiting, though it
+    polls and nothing is registered, due or queued after the callback runs:
+    a program stepping the loop relies on it."""
+    ran = []
+    loop.call_soon(ran.append, 1)
+    loop.call_later(3600, ran.append, "never")
+    loop._run_once()
+    assert ran == [1]
+
+
+def test_a_batch_cut_short_by_an_exception_runs_its_rest_on_the_next_run(
+        loop, socketpair):
+    """The poll's handles and the due timers after the callback that raised
+    (SystemExit and KeyboardInterrupt leave run_forever()) are still queued:
+    the next run runs them, once, in their order."""
+    r, w = socketpair
+    order = []
+
+    def carried():
+        order.append("carried")
+        raise SystemExit
+
+    def reader():
+        order.append("reader")
+        # asyncio polls again before it runs: the fd is reported twice.
+        loop.remove_reader(r)
+
+    w.send(b"x")
+    loop.add_reader(r, reader)
+    loop.call_soon(carried)
+    loop.call_at(loop.time() - 1, order.append, "timer")
+    with pytest.raises(SystemExit):
+        loop.run_forever()
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    loop.remove_reader(r)
+    assert order == ["carried", "reader", "timer"]
+
+
+def test_the_handles_after_one_that_raised_run_on_the_next_run(loop, socketpair):
+    r, w = socketpair
+    order = []
+
+    def reader():
+        order.append("reader")
+        r.recv(10)
+        raise SystemExit
+
+    w.send(b"x")
+    loop.add_reader(r, reader)
+    loop.call_at(loop.time() - 1, order.append, "timer")
+    with pytest.raises(SystemExit):
+        loop.run_forever()
+    assert order == ["reader"]
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    loop.remove_reader(r)
+    assert order == ["reader", "timer"]
 
 
 def test_stop_inside_callback_lets_the_rest_of_the_batch_run(loop):
