@@ -411,6 +411,8 @@ def test_a_batch_cut_short_by_an_exception_runs_its_rest_on_the_next_run(
 
 
 def test_the_handles_after_one_that_raised_run_on_the_next_run(loop, socketpair):
+    """The same for an exception out of a poll's handler: the due timer
+    queued behind it runs on the next run, not before and not twice."""
     r, w = socketpair
     order = []
 
