@@ -512,6 +512,11 @@ cdef class LoopCore:
         """The epoll/kqueue fd (for tests)."""
         return self._poller.fd
 
+    def _read_buffer_address(self):
+        """Where this loop's transports read into: 0 until the first read
+        (for tests)."""
+        return <size_t>self._read_buffer
+
     def _ready_count(self):
         return ring_len(&self._ready)
 
