@@ -38,6 +38,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF
 from libc cimport errno as libc_errno
 from posix.stdlib cimport posix_memalign
+from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, c_read,
                         PyBytes_FromStringAndSize_raw)
@@ -60,8 +61,6 @@ cdef enum:
     # copy's 28 (3.14), which valgrind's own malloc() does not show.  A
     # larger message takes one read more.
     LARGE_READ_SIZE = 127 * 1024
-    # read_buffer()'s alignment: a page.
-    READ_ALIGN = 4096
 
 
 
@@ -79,8 +78,10 @@ cdef inline char *read_buffer(LoopCore core) except NULL:
     on AMD EPYC (rep movsb): 40-60 us against 18-23 per 64 KiB recv().
     """
     cdef void *buf = NULL
+    cdef long page
     if core._read_buffer == NULL:
-        if posix_memalign(&buf, READ_ALIGN, READ_SIZE) != 0:
+        page = sysconf(_SC_PAGESIZE)
+        if posix_memalign(&buf, <size_t>page if page > 0 else 4096, READ_SIZE) != 0:
             raise MemoryError()
         core._read_buffer = <char *>buf
     return core._read_buffer
