@@ -77,6 +77,9 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _threadsafe
 
     bint minloop_handle_gc_seen(void *h, unsigned long epoch)
+    # Whether the handle holds the only reference to its context (read
+    # without taking one, as Cython would).
+    bint minloop_handle_context_alone(void *h)
     # Puts None back into any of asyncio's slots deleted through asyncio's
     # own descriptors; call before reading them (handle_bases.h says why).
     void minloop_handle_check_slots(void *h)

@@ -29,6 +29,7 @@ from .includes cimport (heap_remove, PyObject_Vectorcall_raw,
                         PyObject_Call_raw, PySequence_Tuple_raw, PyContext_Enter_raw,
                         PyThreadState, PyThreadState_Get,
                         MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars,
+                        minloop_context_weakrefs,
                         XT_GUARD_THREADS, PyThread_get_thread_ident)
 
 
@@ -81,9 +82,22 @@ cdef object _own_context(Handle h):
     """The handle's own context, copied from the shared snapshot once."""
     minloop_handle_check_slots(<void *>h)
     if h._context_shared:
-        h._context = PyContext_Copy(h._context)
+        if not _snapshot_alone(h):
+            h._context = PyContext_Copy(h._context)
         h._context_shared = False
     return h._context
+
+
+cdef inline bint _snapshot_alone(Handle h) noexcept:
+    """Whether h is the only holder of the snapshot it shares.
+
+    Then no other handle, no later call_soon() (the cache holds its own
+    reference) and no program can see the snapshot but through h: it is h's
+    own context in all but name, and making h a private copy of it would
+    only allocate.  The common case: the one callback an iteration scheduled
+    (a chain of call_soon()s, a lone timer), once forget_context_snapshot()
+    has dropped the cache's reference."""
+    return minloop_handle_context_alone(<void *>h)
 
 
 # ----------------------------------------------------------------------
@@ -238,12 +252,17 @@ cdef int handle_run(Handle h) except -1:
     cdef PyObject *result
     cdef PyObject *unpacked
     minloop_handle_check_slots(<void *>h)
-    if h._context_shared:
+    if h._context_shared and _snapshot_alone(h):
+        # Nobody else holds it: run in it, as asyncio runs a handle in the
+        # copy it made for that handle alone.
+        h._context_shared = False
+        context = h._context
+    elif h._context_shared:
         # Run in a private copy (a callback's var.set() must not reach the
         # other handles sharing the snapshot).  It becomes the handle's own
         # context, as asyncio's handle has one.
         snapshot = h._context
-        context = PyContext_Copy(snapshot)
+        context = _private_copy(snapshot)
         h._context = context
         h._context_shared = False
     else:
@@ -587,16 +606,25 @@ cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
 # callbacks from one unchanged context.  A context's variables live in an
 # immutable map (a HAMT) that every ContextVar.set()/reset() replaces, so
 # while the current context still holds the very map our last copy holds,
-# that copy has the same values and is shared.  Nobody ever enters the shared
+# that copy has the same values and is shared.  Nobody ever enters a shared
 # snapshot: a handle takes its private copy (PyContext_Copy, from CPython's
 # free list) when it runs or when its context is asked for, so each callback
 # still runs in a context of its own, with the values current when it was
-# scheduled.  Where the layout is unknown or fails the import-time check,
-# every handle gets its own copy at once, as in asyncio.
+# scheduled.  A snapshot that only one handle still holds is no longer
+# shared, and that handle takes it as its own (_snapshot_alone).  A copy
+# that a run left as it found it is given back (_share_again) and kept as
+# the spare, the next run's copy of a snapshot with the same variables
+# (_private_copy): a burst of handles from one context (a thread's
+# call_soon_threadsafe()s, timers armed together) then makes no copy per
+# run.  Where the layout is unknown or fails the import-time check, every
+# handle gets its own copy at once, as in asyncio.
 
 cdef bint _share_snapshots = False
 cdef PyObject *_snapshot_vars = NULL   # the snapshot's variables (it keeps them alive)
 cdef object _snapshot = None
+# A private copy nobody else holds, entered by none, with no weak reference:
+# a new copy of any snapshot with its variables in all but identity.
+cdef object _spare = None
 
 
 cdef inline object _context_snapshot():
@@ -613,10 +641,24 @@ cdef inline object _context_snapshot():
 cdef void forget_context_snapshot() noexcept:
     """Drop the cached snapshot, so that it does not keep the values of a
     finished request's context variables alive once its handles are gone."""
-    global _snapshot_vars, _snapshot
+    global _snapshot_vars, _snapshot, _spare
     if _snapshot_vars != NULL:
         _snapshot_vars = NULL
         _snapshot = None
+    if _spare is not None:
+        _spare = None
+
+
+cdef inline object _private_copy(object snapshot):
+    """A context of the handle's own with the snapshot's values: the spare,
+    if it holds the very same variables, else a new copy."""
+    global _spare
+    cdef object spare = _spare
+    if (spare is not None and minloop_context_vars(<PyObject *>spare) ==
+            minloop_context_vars(<PyObject *>snapshot)):
+        _spare = None
+        return spare
+    return PyContext_Copy(snapshot)
 
 
 def _check_context_layout():
@@ -654,11 +696,15 @@ cdef inline void _share_again(Handle h, object snapshot, object context) noexcep
     handle shares the snapshot again and the copy goes back to CPython's
     free list at once.
     """
+    global _spare
     if (Py_REFCNT(context) == 2 and
             minloop_context_vars(<PyObject *>context) ==
             minloop_context_vars(<PyObject *>snapshot)):
         h._context = snapshot
         h._context_shared = True
+        # Nobody took it (no weak reference either): the next run's copy.
+        if minloop_context_weakrefs(<PyObject *>context) == NULL:
+            _spare = context
 
 
 cdef inline int _init_handle(Handle h, object callback, tuple args,

@@ -281,6 +281,7 @@ cdef extern from "soon_method.h":
 cdef extern from "context_layout.h":
     bint MINLOOP_KNOWN_CONTEXT_LAYOUT
     PyObject *minloop_context_vars(PyObject *ctx)
+    PyObject *minloop_context_weakrefs(PyObject *ctx)
 
 
 # What differs by Python version or build (src/py_compat.h), one block:

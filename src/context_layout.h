@@ -16,5 +16,6 @@ typedef struct {
     int ctx_entered;
 } minloop_context_layout;
 #define minloop_context_vars(ctx) (((minloop_context_layout *)(ctx))->ctx_vars)
+#define minloop_context_weakrefs(ctx) (((minloop_context_layout *)(ctx))->ctx_weakreflist)
 
 #endif /* MINLOOP_CONTEXT_LAYOUT_H */

@@ -129,6 +129,16 @@ minloop_handle_gc_seen(void *handle, unsigned long epoch)
     return 0;
 }
 
+/* Whether `handle` holds the only reference to its context: then no other
+ * handle, cache or program can see that context (handles.pyx,
+ * _snapshot_alone).  Not used on the free-threaded build, where a count
+ * read from another thread's object is no proof. */
+static inline int
+minloop_handle_context_alone(void *handle)
+{
+    return Py_REFCNT(((MinloopHandle *)handle)->_context) == 1;
+}
+
 /* asyncio's own member descriptors stay callable on our instances
  * (`asyncio.Handle._callback.__delete__(h)`, `asyncio.Handle._args.__set__(h,
  * 5)`): nothing in asyncio or minloop does that, but plain Python code can,

@@ -186,3 +186,48 @@ def test_a_context_taken_during_the_run_is_the_one_kept(loop, var, get_context_s
     run_batch(loop)
     assert box['seen'] == 'scheduled'
     assert box['handle'].get_context() is box['ctx']
+
+
+def test_a_chain_of_lone_callbacks_keeps_each_ones_values(loop, var, get_context_supported):
+    """One callback per iteration, each setting the variable, scheduling the
+    next, then setting it again: the only holder of its snapshot, so minloop
+    runs it in that snapshot rather than a copy.  Each still sees the value
+    current when it was scheduled, its later change stays in its own context,
+    and nothing reaches its successor or the scheduling code."""
+    seen = []
+    handles = []
+
+    def step(n):
+        seen.append(var.get())
+        var.set(f'scheduled-by-{n}')
+        if n < 4:
+            handles.append(loop.call_soon(step, n + 1))
+        else:
+            loop.call_soon(loop.stop)
+        var.set(f'after-{n}')
+
+    var.set('start')
+    handles.append(loop.call_soon(step, 0))
+    loop.run_forever()
+    assert seen == ['start'] + [f'scheduled-by-{n}' for n in range(4)]
+    assert [h.get_context()[var] for h in handles] == [f'after-{n}' for n in range(5)]
+    assert len({id(h.get_context()) for h in handles}) == 5
+    assert var.get() == 'start'
+
+
+def test_a_context_weakly_referenced_during_its_run_is_no_other_handles(
+        loop, var, get_context_supported):
+    """Handles from one context each run in a context of their own.  minloop
+    hands a run's unchanged copy on to the next handle of the same snapshot;
+    one that somebody took a weak reference to must not be handed on, or the
+    reference would find another handle's context."""
+    import weakref
+
+    var.set('shared')
+    refs, contexts = [], []
+    first = loop.call_soon(lambda: refs.append(weakref.ref(first.get_context())))
+    second = loop.call_soon(lambda: contexts.append(second.get_context()))
+    run_batch(loop)
+    assert contexts[0][var] == 'shared'
+    assert refs[0]() is not contexts[0]
+    assert first.get_context() is not second.get_context()
