@@ -693,8 +693,9 @@ cdef inline void _share_again(Handle h, object snapshot, object context) noexcep
     held timers fire.  If the callback set no variable (the copy still holds
     the snapshot's map) and nobody took the copy (only `h` and the caller
     refer to it), the copy is the snapshot in all but identity, so the
-    handle shares the snapshot again and the copy goes back to CPython's
-    free list at once.
+    handle shares the snapshot again, and the copy becomes the spare
+    (_private_copy), or goes back to CPython's free list if something holds
+    a weak reference to it.
     """
     global _spare
     if (Py_REFCNT(context) == 2 and
