@@ -408,13 +408,18 @@ def test_sleep_drift_probe_misses_a_block_that_loop_lag_sees(loop_factory, loop_
             assert loop.iteration_time.max >= 0.003
         outcomes.append(drifts[1])
 
+    # Under 2 ms: well short of the 3 ms block.  asyncio's own probe reads
+    # up to 1 ms late by design (its epoll timeout rounds up to whole ms),
+    # and a loaded machine adds to that (1.1-1.8 ms in all five tries of a
+    # CI run on the ASan build, 2026-12-02).
+    missed = 0.002
     try:
         for _ in range(5):
             loop.run_until_complete(attempt())
-            if outcomes[-1] < 0.001:
+            if outcomes[-1] < missed:
                 break
         # The probe's tick after the block read (next to) nothing.
-        assert min(outcomes) < 0.001, outcomes
+        assert min(outcomes) < missed, outcomes
     finally:
         loop.close()
 
