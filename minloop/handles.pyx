@@ -29,7 +29,7 @@ from .includes cimport (heap_remove, PyObject_Vectorcall_raw,
                         PyObject_Call_raw, PySequence_Tuple_raw, PyContext_Enter_raw,
                         PyThreadState, PyThreadState_Get,
                         MINLOOP_KNOWN_CONTEXT_LAYOUT, minloop_context_vars,
-                        minloop_context_weakrefs,
+                        minloop_context_weakrefs, MINLOOP_CONTEXT_WEAKREFS_OFFSET,
                         XT_GUARD_THREADS, PyThread_get_thread_ident)
 
 
@@ -675,7 +675,10 @@ def _check_context_layout():
         after = minloop_context_vars(PyThreadState_Get().context)
         return (shares and after != before and after != NULL and
                 type(<object>after).__name__ == 'hamt' and
-                probe not in copy and len(<object>after) == len(copy) + 1)
+                probe not in copy and len(<object>after) == len(copy) + 1 and
+                # Where the spare's weak references are looked for.
+                contextvars.Context.__weakrefoffset__ ==
+                MINLOOP_CONTEXT_WEAKREFS_OFFSET)
 
     return bool(contextvars.copy_context().run(check))
 

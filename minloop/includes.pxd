@@ -282,6 +282,7 @@ cdef extern from "context_layout.h":
     bint MINLOOP_KNOWN_CONTEXT_LAYOUT
     PyObject *minloop_context_vars(PyObject *ctx)
     PyObject *minloop_context_weakrefs(PyObject *ctx)
+    Py_ssize_t MINLOOP_CONTEXT_WEAKREFS_OFFSET
 
 
 # What differs by Python version or build (src/py_compat.h), one block:

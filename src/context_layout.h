@@ -8,6 +8,8 @@
 
 #include "py_compat.h"
 
+#include <stddef.h>
+
 typedef struct {
     PyObject_HEAD
     PyObject *ctx_prev;
@@ -17,5 +19,6 @@ typedef struct {
 } minloop_context_layout;
 #define minloop_context_vars(ctx) (((minloop_context_layout *)(ctx))->ctx_vars)
 #define minloop_context_weakrefs(ctx) (((minloop_context_layout *)(ctx))->ctx_weakreflist)
+#define MINLOOP_CONTEXT_WEAKREFS_OFFSET offsetof(minloop_context_layout, ctx_weakreflist)
 
 #endif /* MINLOOP_CONTEXT_LAYOUT_H */

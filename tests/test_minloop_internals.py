@@ -603,3 +603,16 @@ def test_transports_read_into_a_page_aligned_buffer(loop):
     assert address != 0
     assert address % os.sysconf("SC_PAGE_SIZE") == 0
     b.close()
+
+
+@pytest.mark.skipif(bool(__import__('sysconfig').get_config_var("Py_GIL_DISABLED")),
+                    reason="free-threaded builds copy a context per handle, as asyncio")
+@pytest.mark.skipif(sys.implementation.name != 'cpython' or sys.version_info >= (3, 16),
+                    reason="the context layout is known for CPython 3.10-3.15 only")
+def test_context_snapshots_are_shared_where_the_layout_is_known():
+    """Snapshot sharing, lone snapshots run as their handle's own and the
+    spare copy all hang on the import-time check of CPython's Context layout
+    (its variables, and where its weak references are): a check that failed
+    would turn them off silently, only the figures would show it."""
+    from minloop import handles
+    assert handles._check_context_layout() is True
