@@ -9,6 +9,7 @@ import time
 import socket
 import subprocess
 import sys
+import sysconfig
 import tracemalloc
 import warnings
 
@@ -605,7 +606,7 @@ def test_transports_read_into_a_page_aligned_buffer(loop):
     b.close()
 
 
-@pytest.mark.skipif(bool(__import__('sysconfig').get_config_var("Py_GIL_DISABLED")),
+@pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
                     reason="free-threaded builds copy a context per handle, as asyncio")
 @pytest.mark.skipif(sys.implementation.name != 'cpython' or sys.version_info >= (3, 16),
                     reason="the context layout is known for CPython 3.10-3.15 only")
