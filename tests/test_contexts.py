@@ -231,3 +231,70 @@ def test_a_context_weakly_referenced_during_its_run_is_no_other_handles(
     assert contexts[0][var] == 'shared'
     assert refs[0]() is not contexts[0]
     assert first.get_context() is not second.get_context()
+
+
+def _chain_in_a_context_without_variables(loop, var, steps, handles=None):
+    """Runs `steps` callbacks, one per iteration, from a context nobody set
+    a variable in; even steps set the variable after scheduling the next.
+    Returns what each saw."""
+    seen = []
+
+    def step(n):
+        seen.append(var.get())
+        if n + 1 < steps:
+            handle = loop.call_soon(step, n + 1)
+            if handles is not None:
+                handles.append(handle)
+        else:
+            loop.call_soon(loop.stop)
+        if n % 2 == 0:
+            var.set(f'after-{n}')
+
+    def start():
+        first = loop.call_soon(step, 0)
+        if handles is not None:
+            handles.append(first)
+
+    contextvars.Context().run(start)
+    loop.run_forever()
+    return seen
+
+
+@pytest.mark.parametrize('keep_handles', [False, True])
+def test_a_chain_from_a_context_without_variables_keeps_each_ones_values(
+        loop, var, keep_handles, request):
+    """minloop keeps the snapshot of a context without variables (and a
+    copy a run left so) from one iteration to the next: nothing in them to
+    keep alive.  A callback that then sets a variable must still do so in a
+    context of its own, unseen by the callbacks after it."""
+    if keep_handles:
+        request.getfixturevalue('get_context_supported')
+    handles = [] if keep_handles else None
+    seen = _chain_in_a_context_without_variables(loop, var, 8, handles)
+    assert seen == ['unset'] * 8
+    if keep_handles:
+        values = [h.get_context().get(var, 'none') for h in handles]
+        assert values == [f'after-{n}' if n % 2 == 0 else 'none' for n in range(8)]
+        assert len({id(h.get_context()) for h in handles}) == 8
+    assert var.get() == 'unset'
+
+
+def test_chains_from_contexts_without_variables_in_two_threads(loop_factory, var):
+    """Two loops in two threads, each a chain from a context without
+    variables: what minloop keeps between iterations is process-wide, and
+    one thread's callback must never run in, or see, another's context."""
+    results = {}
+
+    def run(name):
+        lp = loop_factory()
+        try:
+            results[name] = _chain_in_a_context_without_variables(lp, var, 2000)
+        finally:
+            lp.close()
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in 'ab']
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {'a': ['unset'] * 2000, 'b': ['unset'] * 2000}
