@@ -22,9 +22,8 @@ from cpython.contextvars cimport (PyContext_CheckExact, PyContext_Copy,
                                   PyContext_CopyCurrent, PyContext_Enter,
                                   PyContext_Exit)
 from cpython.object cimport PyObject
-from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_SIZE
-from cpython.ref cimport Py_DECREF, Py_INCREF, Py_REFCNT, Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_REFCNT, Py_XDECREF
 
 from .includes cimport (heap_remove, PyObject_Vectorcall_raw,
                         PyObject_Call_raw, PySequence_Tuple_raw, PyContext_Enter_raw,
@@ -112,15 +111,8 @@ cdef inline bint _snapshot_alone(Handle h) noexcept:
 # program made since the last one.  So one or two arguments are kept in the
 # handle itself (_arg0, _arg1; _inline_args says how many), and the tuple
 # asyncio's _args holds is made only when somebody asks for it (then kept
-# there, as asyncio would have it).
-
-cdef inline void _keep_inline_args(Handle h, PyObject **argv, Py_ssize_t nargs) noexcept:
-    Py_INCREF(<object>argv[0])
-    h._arg0 = argv[0]
-    if nargs == 2:
-        Py_INCREF(<object>argv[1])
-        h._arg1 = argv[1]
-    h._inline_args = <unsigned int>nargs
+# there, as asyncio would have it).  src/handle_bases.c's make_handle()
+# keeps them so ("Making handles", below).
 
 
 cdef inline void _drop_inline_args(Handle h) noexcept:
@@ -633,15 +625,17 @@ cdef PyObject *_no_vars = NULL
 cdef object _EMPTY_CONTEXT = _EmptyContext()
 
 
-cdef inline object _context_snapshot():
+cdef inline PyObject *_snapshot_borrowed() except NULL:
+    """The current context's snapshot; the cache holds it until the next
+    call, or the iteration's end."""
     global _snapshot_vars, _snapshot
     cdef PyObject *current = PyThreadState_Get().context
     if current != NULL and minloop_context_vars(current) == _snapshot_vars:
-        return _snapshot   # same variables, same values: same snapshot
+        return <PyObject *>_snapshot   # same variables, same values: same snapshot
     snapshot = PyContext_CopyCurrent()
     _snapshot_vars = minloop_context_vars(<PyObject *>snapshot)
     _snapshot = snapshot
-    return snapshot
+    return <PyObject *>_snapshot
 
 
 cdef void forget_context_snapshot() noexcept:
@@ -727,28 +721,71 @@ cdef inline void _share_again(Handle h, object snapshot, object context) noexcep
             _spare = context
 
 
-cdef inline int _init_handle(Handle h, object callback, tuple args,
-                              object loop, object context, bint debug) except -1:
-    cdef Py_ssize_t nargs = PyTuple_GET_SIZE(args)
-    if nargs == 1 or nargs == 2:
-        _keep_inline_args(h, <PyObject **>PySequence_Fast_ITEMS(args), nargs)
-    else:
-        h._args = args
+# ----------------------------------------------------------------------
+# Making handles
+#
+# src/handle_bases.c makes them (its free lists are there), each field set
+# once from what call_soon() & co. were given: Handle.__new__() would set
+# every field to None first, and each assignment here would then change
+# two reference counts (3.14, call_soon_chain: 49 instructions a callback).
+
+cdef extern from *:
+    """
+    static const MinloopHandleCAPI *minloop_handle_capi = NULL;
+
+    static int
+    minloop_handle_capi_import(void)
+    {
+        minloop_handle_capi = (const MinloopHandleCAPI *)PyCapsule_Import(
+            MINLOOP_HANDLE_CAPI_NAME, 0);
+        return minloop_handle_capi == NULL ? -1 : 0;
+    }
+
+    static inline PyObject *
+    minloop_make_handle(PyObject *type, PyObject *callback, PyObject *args,
+                        PyObject *context, PyObject *loop)
+    {
+        return minloop_handle_capi->make_handle((PyTypeObject *)type, callback,
+                                                args, context, loop);
+    }
+
+    static inline PyObject *
+    minloop_make_timer(PyObject *type, PyObject *callback, PyObject *args,
+                       PyObject *context, PyObject *loop)
+    {
+        return minloop_handle_capi->make_timer((PyTypeObject *)type, callback,
+                                               args, context, loop);
+    }
+    """
+    int minloop_handle_capi_import() except -1
+    Handle minloop_make_handle(object type, object callback, object args,
+                               PyObject *context, object loop)
+    Handle minloop_make_timer(object type, object callback, object args,
+                              PyObject *context, object loop)
+
+
+minloop_handle_capi_import()
+
+
+cdef inline PyObject *_handle_context(object context, bint *shared) except NULL:
+    """The context a new handle keeps, borrowed (the snapshot cache, or the
+    caller, holds it): `context` as given, or for None the current one's
+    snapshot (*shared set).  Not for None where snapshots are not shared
+    (the caller makes asyncio's copy)."""
     if context is None:
-        if _share_snapshots:
-            context = _context_snapshot()
-            h._context_shared = True
-        else:
-            context = PyContext_CopyCurrent()
-    elif not PyContext_CheckExact(context):
+        shared[0] = True
+        return _snapshot_borrowed()
+    if not PyContext_CheckExact(context):
         # asyncio fails only when the callback is due; say so at the call.
         raise TypeError(f'context must be a contextvars.Context, '
                         f'got {type(context).__name__}')
-    h._callback = callback
-    h._context = context
-    h._loop = loop
-    h._debug = debug
+    return <PyObject *>context
+
+
+cdef inline int _finish_handle(Handle h, bint shared, bint debug) except -1:
+    h._context_shared = shared
     if debug:
+        h._debug = True
         # The innermost Python frame is the caller of call_soon & co.:
         # the loop's own methods are compiled and add none.
         h._source_traceback = _extract_stack(_getframe(0))
@@ -757,27 +794,51 @@ cdef inline int _init_handle(Handle h, object callback, tuple args,
 
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug):
-    cdef Handle h = Handle.__new__(Handle)
-    _init_handle(h, callback, args, loop, context, debug)
+    cdef bint shared = False
+    cdef object copy      # asyncio's copy, where snapshots are not shared
+    cdef PyObject *ctx
+    if context is None and not _share_snapshots:
+        copy = PyContext_CopyCurrent()
+        ctx = <PyObject *>copy
+    else:
+        ctx = _handle_context(context, &shared)
+    cdef Handle h = minloop_make_handle(Handle, callback, args, ctx, loop)
+    _finish_handle(h, shared, debug)
     return h
 
 
 cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
                                   object context, bint debug):
-    cdef _ThreadSafeHandle h = _ThreadSafeHandle.__new__(_ThreadSafeHandle)
-    _init_handle(<Handle>h, callback, args, loop, context, debug)
+    cdef bint shared = False
+    cdef object copy      # asyncio's copy, where snapshots are not shared
+    cdef PyObject *ctx
+    if context is None and not _share_snapshots:
+        copy = PyContext_CopyCurrent()
+        ctx = <PyObject *>copy
+    else:
+        ctx = _handle_context(context, &shared)
+    cdef Handle h = minloop_make_timer(_ThreadSafeHandle, callback, args, ctx, loop)
+    _finish_handle(h, shared, debug)
     h._threadsafe = True
-    return <Handle>h
+    return h
 
 
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap):
-    cdef TimerHandle h = TimerHandle.__new__(TimerHandle)
-    _init_handle(<Handle>h, callback, args, loop, context, debug)
+    cdef bint shared = False
+    cdef object copy      # asyncio's copy, where snapshots are not shared
+    cdef PyObject *ctx
+    if context is None and not _share_snapshots:
+        copy = PyContext_CopyCurrent()
+        ctx = <PyObject *>copy
+    else:
+        ctx = _handle_context(context, &shared)
+    cdef TimerHandle h = <TimerHandle>minloop_make_timer(TimerHandle, callback, args,
+                                                         ctx, loop)
+    _finish_handle(<Handle>h, shared, debug)
     h._when = when
-    h._heap_pos = -1
-    h._heap = heap
+    h._heap = heap      # its _heap_pos is -1: in no heap yet
     return h
 
 

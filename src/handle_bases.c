@@ -200,10 +200,11 @@ uncounted_free(PyObject *op)
 
 /* ---- the slots ----------------------------------------------------------- */
 
-/* A new handle of `type`, a type of `layout` or a subclass of one (whose
- * tp_new this is), every field set. */
-static inline MINLOOP_INLINED PyObject *
-new_handle(PyTypeObject *type, int layout)
+/* A new handle of `type`, a type of `layout` or a subclass of one: zeroed
+ * but for its header, tracked.  Its object fields are NULL, which Cython
+ * code must never see: the callers below fill them at once. */
+static inline MINLOOP_INLINED MinloopHandle *
+alloc_handle(PyTypeObject *type, int layout)
 {
     MinloopHandle *h;
     int recycled = recyclable(type, layout);
@@ -227,6 +228,18 @@ new_handle(PyTypeObject *type, int layout)
         if (h == NULL)
             return NULL;
     }
+    if (layout == LAYOUT_TIMER)
+        ((MinloopTimerHandle *)h)->_heap_pos = -1;
+    return h;
+}
+
+/* A new handle of `type` (whose tp_new this is), every field None. */
+static inline MINLOOP_INLINED PyObject *
+new_handle(PyTypeObject *type, int layout)
+{
+    MinloopHandle *h = alloc_handle(type, layout);
+    if (h == NULL)
+        return NULL;
     /* Cython assumes object fields are never NULL. */
     Py_INCREF(Py_None); h->_args = Py_None;
     Py_INCREF(Py_None); h->_callback = Py_None;
@@ -235,10 +248,55 @@ new_handle(PyTypeObject *type, int layout)
     Py_INCREF(Py_None); h->_loop = Py_None;
     Py_INCREF(Py_None); h->_repr = Py_None;
     Py_INCREF(Py_None); h->_source_traceback = Py_None;
-    if (layout == LAYOUT_TIMER)
-        ((MinloopTimerHandle *)h)->_heap_pos = -1;
     return (PyObject *)h;
 }
+
+/* A new handle of `type` to call `callback` with `args` (a tuple) in
+ * `context` for `loop`, each field set once: handles.pyx makes every
+ * handle here (through MinloopHandleCAPI), where tp_new and then Cython's
+ * assignments would store each field twice, with a reference count
+ * changed both times.  One or two arguments are kept inline (handles.pyx,
+ * "Arguments"). */
+static inline MINLOOP_INLINED PyObject *
+make_handle(PyTypeObject *type, int layout, PyObject *callback,
+            PyObject *args, PyObject *context, PyObject *loop)
+{
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    MinloopHandle *h = alloc_handle(type, layout);
+    if (h == NULL)
+        return NULL;
+    if (nargs == 1 || nargs == 2) {
+        h->_arg0 = Py_NewRef(PyTuple_GET_ITEM(args, 0));
+        if (nargs == 2)
+            h->_arg1 = Py_NewRef(PyTuple_GET_ITEM(args, 1));
+        h->_inline_args = (uint32_t)nargs;
+        args = Py_None;
+    }
+    h->_args = Py_NewRef(args);
+    h->_callback = Py_NewRef(callback);
+    h->_cancelled = Py_NewRef(Py_False);
+    h->_context = Py_NewRef(context);
+    h->_loop = Py_NewRef(loop);
+    h->_repr = Py_NewRef(Py_None);
+    h->_source_traceback = Py_NewRef(Py_None);
+    return (PyObject *)h;
+}
+
+static PyObject *
+make_plain_handle(PyTypeObject *type, PyObject *callback, PyObject *args,
+                  PyObject *context, PyObject *loop)
+{
+    return make_handle(type, LAYOUT_HANDLE, callback, args, context, loop);
+}
+
+static PyObject *
+make_timer_handle(PyTypeObject *type, PyObject *callback, PyObject *args,
+                  PyObject *context, PyObject *loop)
+{
+    return make_handle(type, LAYOUT_TIMER, callback, args, context, loop);
+}
+
+static MinloopHandleCAPI handle_capi = {make_plain_handle, make_timer_handle};
 
 static PyObject *
 handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -472,6 +530,19 @@ done:
 /* ---- the module ---------------------------------------------------------- */
 
 static int
+add_capi(PyObject *module)
+{
+    PyObject *capsule = PyCapsule_New(&handle_capi, MINLOOP_HANDLE_CAPI_NAME, NULL);
+    int rc;
+    if (capsule == NULL)
+        return -1;
+    rc = PyModule_AddObject(module, "_C_API", capsule);
+    if (rc < 0)
+        Py_DECREF(capsule);
+    return rc;
+}
+
+static int
 exec_module(PyObject *module)
 {
     PyObject *events = PyImport_ImportModule("asyncio.events");
@@ -521,6 +592,8 @@ exec_module(PyObject *module)
     if (check_preheader(module, "HandleBase") < 0 ||
             check_preheader(module, "TimerHandleBase") < 0 ||
             check_preheader(module, "ThreadSafeHandleBase") < 0)
+        goto done;
+    if (add_capi(module) < 0)
         goto done;
     rc = 0;
 done:

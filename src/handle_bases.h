@@ -109,6 +109,20 @@ typedef struct {
  * struct named once (handles.pxd declares the three bases). */
 typedef MinloopTimerHandle MinloopThreadSafeHandle;
 
+/* What handle_bases.c exports to handles.pyx (a capsule, the module's
+ * _C_API): a new handle of `type` (a Handle's layout, or a TimerHandle's)
+ * holding `callback`, `args` (a tuple), `context` and `loop`, each field
+ * set once; NULL with an exception set if it could not be allocated. */
+typedef PyObject *(*minloop_make_handle_fn)(PyTypeObject *type, PyObject *callback,
+                                            PyObject *args, PyObject *context,
+                                            PyObject *loop);
+typedef struct {
+    minloop_make_handle_fn make_handle;
+    minloop_make_handle_fn make_timer;
+} MinloopHandleCAPI;
+
+#define MINLOOP_HANDLE_CAPI_NAME "minloop._handle_bases._C_API"
+
 #define MINLOOP_HANDLE_EPOCH_MASK ((1UL << 27) - 1)
 
 /* Whether `h` was already reported in the loop traverse numbered `epoch`;
