@@ -782,43 +782,38 @@ cdef inline PyObject *_handle_context(object context, bint *shared) except NULL:
     return <PyObject *>context
 
 
-cdef inline int _finish_handle(Handle h, bint shared, bint debug) except -1:
+cdef inline Handle _make(object cls, bint timer_layout, object callback, tuple args,
+                         object loop, object context, bint debug):
+    cdef bint shared = False
+    cdef object copy      # asyncio's copy, where snapshots are not shared
+    cdef PyObject *ctx
+    cdef Handle h
+    if context is None and not _share_snapshots:
+        copy = PyContext_CopyCurrent()
+        ctx = <PyObject *>copy
+    else:
+        ctx = _handle_context(context, &shared)
+    if timer_layout:
+        h = minloop_make_timer(cls, callback, args, ctx, loop)
+    else:
+        h = minloop_make_handle(cls, callback, args, ctx, loop)
     h._context_shared = shared
     if debug:
         h._debug = True
         # The innermost Python frame is the caller of call_soon & co.:
         # the loop's own methods are compiled and add none.
         h._source_traceback = _extract_stack(_getframe(0))
-    return 0
+    return h
 
 
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug):
-    cdef bint shared = False
-    cdef object copy      # asyncio's copy, where snapshots are not shared
-    cdef PyObject *ctx
-    if context is None and not _share_snapshots:
-        copy = PyContext_CopyCurrent()
-        ctx = <PyObject *>copy
-    else:
-        ctx = _handle_context(context, &shared)
-    cdef Handle h = minloop_make_handle(Handle, callback, args, ctx, loop)
-    _finish_handle(h, shared, debug)
-    return h
+    return _make(Handle, False, callback, args, loop, context, debug)
 
 
 cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
                                   object context, bint debug):
-    cdef bint shared = False
-    cdef object copy      # asyncio's copy, where snapshots are not shared
-    cdef PyObject *ctx
-    if context is None and not _share_snapshots:
-        copy = PyContext_CopyCurrent()
-        ctx = <PyObject *>copy
-    else:
-        ctx = _handle_context(context, &shared)
-    cdef Handle h = minloop_make_timer(_ThreadSafeHandle, callback, args, ctx, loop)
-    _finish_handle(h, shared, debug)
+    cdef Handle h = _make(_ThreadSafeHandle, True, callback, args, loop, context, debug)
     h._threadsafe = True
     return h
 
@@ -826,17 +821,8 @@ cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap):
-    cdef bint shared = False
-    cdef object copy      # asyncio's copy, where snapshots are not shared
-    cdef PyObject *ctx
-    if context is None and not _share_snapshots:
-        copy = PyContext_CopyCurrent()
-        ctx = <PyObject *>copy
-    else:
-        ctx = _handle_context(context, &shared)
-    cdef TimerHandle h = <TimerHandle>minloop_make_timer(TimerHandle, callback, args,
-                                                         ctx, loop)
-    _finish_handle(<Handle>h, shared, debug)
+    cdef TimerHandle h = <TimerHandle>_make(TimerHandle, True, callback, args, loop,
+                                            context, debug)
     h._when = when
     h._heap = heap      # its _heap_pos is -1: in no heap yet
     return h
