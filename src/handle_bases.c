@@ -262,9 +262,17 @@ make_handle(PyTypeObject *type, int layout, PyObject *callback,
             PyObject *args, PyObject *context, PyObject *loop)
 {
     Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    MinloopHandle *h = alloc_handle(type, layout);
-    if (h == NULL)
+    MinloopHandle *h;
+    /* `context` may be borrowed from handles.pyx's snapshot cache, which
+     * Python code run by an allocation (a collection's finalizers) could
+     * drop: hold it first. */
+    Py_INCREF(context);
+    h = alloc_handle(type, layout);
+    if (h == NULL) {
+        Py_DECREF(context);
         return NULL;
+    }
+    h->_context = context;
     if (nargs == 1 || nargs == 2) {
         h->_arg0 = Py_NewRef(PyTuple_GET_ITEM(args, 0));
         if (nargs == 2)
@@ -275,7 +283,6 @@ make_handle(PyTypeObject *type, int layout, PyObject *callback,
     h->_args = Py_NewRef(args);
     h->_callback = Py_NewRef(callback);
     h->_cancelled = Py_NewRef(Py_False);
-    h->_context = Py_NewRef(context);
     h->_loop = Py_NewRef(loop);
     h->_repr = Py_NewRef(Py_None);
     h->_source_traceback = Py_NewRef(Py_None);
