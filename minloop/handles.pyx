@@ -12,7 +12,7 @@ its class.
 """
 
 import sys
-from contextvars import Context as _EmptyContext
+from contextvars import Context as _Context
 
 from asyncio import format_helpers as _format_helpers
 
@@ -622,7 +622,7 @@ cdef object _snapshot = None
 cdef object _spare = None
 # The variables of a context that has none (set at import, below).
 cdef PyObject *_no_vars = NULL
-cdef object _EMPTY_CONTEXT = _EmptyContext()
+cdef object _EMPTY_CONTEXT = _Context()
 
 
 cdef inline PyObject *_snapshot_borrowed() except NULL:
@@ -767,32 +767,25 @@ cdef extern from *:
 minloop_handle_capi_import()
 
 
-cdef inline PyObject *_handle_context(object context, bint *shared) except NULL:
-    """The context a new handle keeps, borrowed (the snapshot cache, or the
-    caller, holds it): `context` as given, or for None the current one's
-    snapshot (*shared set).  Not for None where snapshots are not shared
-    (the caller makes asyncio's copy)."""
-    if context is None:
-        shared[0] = True
-        return _snapshot_borrowed()
-    if not PyContext_CheckExact(context):
-        # asyncio fails only when the callback is due; say so at the call.
-        raise TypeError(f'context must be a contextvars.Context, '
-                        f'got {type(context).__name__}')
-    return <PyObject *>context
-
-
 cdef inline Handle _make(object cls, bint timer_layout, object callback, tuple args,
                          object loop, object context, bint debug):
     cdef bint shared = False
     cdef object copy      # asyncio's copy, where snapshots are not shared
-    cdef PyObject *ctx
+    cdef PyObject *ctx    # borrowed: the snapshot cache, `copy` or the caller holds it
     cdef Handle h
-    if context is None and not _share_snapshots:
-        copy = PyContext_CopyCurrent()
-        ctx = <PyObject *>copy
+    if context is None:
+        if _share_snapshots:
+            shared = True
+            ctx = _snapshot_borrowed()
+        else:
+            copy = PyContext_CopyCurrent()
+            ctx = <PyObject *>copy
+    elif PyContext_CheckExact(context):
+        ctx = <PyObject *>context
     else:
-        ctx = _handle_context(context, &shared)
+        # asyncio fails only when the callback is due; say so at the call.
+        raise TypeError(f'context must be a contextvars.Context, '
+                        f'got {type(context).__name__}')
     if timer_layout:
         h = minloop_make_timer(cls, callback, args, ctx, loop)
     else:
