@@ -25,7 +25,7 @@ cdef extern from "handle_bases.h":
         cdef object _source_traceback
         # Ours.
         cdef PyObject *_arg0          # _inline_args > 0 (handles.pyx, "Arguments")
-        cdef PyObject *_arg1          # _inline_args == 2
+        cdef PyObject *_arg1          # _inline_args == 2; never a _ThreadSafeHandle's
         cdef unsigned int _queued
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
@@ -50,12 +50,13 @@ cdef extern from "handle_bases.h":
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
-        cdef unsigned long _runner
         cdef unsigned int _threadsafe
 
     # The type call_soon_threadsafe() returns where asyncio has a
-    # _ThreadSafeHandle (3.14+), which it extends; a TimerHandle's fields
-    # (_runner shares _when's word).
+    # _ThreadSafeHandle (3.14+), which it extends; a Handle's fields, with
+    # _arg1's word holding the thread running its callback instead
+    # (src/threadsafe_handle.h reads it, as _runner): it keeps one argument
+    # inline at most.
     ctypedef class minloop._handle_bases.ThreadSafeHandleBase [object MinloopThreadSafeHandle]:
         cdef object _args
         cdef object _callback
@@ -65,15 +66,10 @@ cdef extern from "handle_bases.h":
         cdef object _repr
         cdef object _source_traceback
         cdef PyObject *_arg0
-        cdef PyObject *_arg1
-        cdef double _when
-        cdef Py_ssize_t _heap_pos
-        cdef timer_heap *_heap
         cdef unsigned int _queued
         cdef unsigned int _inline_args
         cdef unsigned int _context_shared
         cdef unsigned int _debug
-        cdef unsigned long _runner
         cdef unsigned int _threadsafe
 
     bint minloop_handle_gc_seen(void *h, unsigned long epoch)

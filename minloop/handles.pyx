@@ -117,10 +117,12 @@ cdef inline bint _snapshot_alone(Handle h) noexcept:
 
 cdef inline void _drop_inline_args(Handle h) noexcept:
     cdef PyObject *arg0 = h._arg0
-    cdef PyObject *arg1 = h._arg1
+    cdef PyObject *arg1 = NULL
+    if not h._threadsafe:   # its _arg1 is the thread running it (handles.pxd)
+        arg1 = h._arg1
+        h._arg1 = NULL
     h._inline_args = 0
     h._arg0 = NULL
-    h._arg1 = NULL
     Py_XDECREF(arg0)
     Py_XDECREF(arg1)
 
@@ -741,33 +743,32 @@ cdef extern from *:
         return minloop_handle_capi == NULL ? -1 : 0;
     }
 
-    static inline PyObject *
-    minloop_make_handle(PyObject *type, PyObject *callback, PyObject *args,
-                        PyObject *context, PyObject *loop)
-    {
-        return minloop_handle_capi->make_handle((PyTypeObject *)type, callback,
-                                                args, context, loop);
-    }
+    enum { MINLOOP_MAKE_HANDLE, MINLOOP_MAKE_TIMER, MINLOOP_MAKE_THREADSAFE };
 
     static inline PyObject *
-    minloop_make_timer(PyObject *type, PyObject *callback, PyObject *args,
-                       PyObject *context, PyObject *loop)
+    minloop_make_handle(int kind, PyObject *type, PyObject *callback,
+                        PyObject *args, PyObject *context, PyObject *loop)
     {
-        return minloop_handle_capi->make_timer((PyTypeObject *)type, callback,
-                                               args, context, loop);
+        minloop_make_handle_fn make =
+            kind == MINLOOP_MAKE_HANDLE ? minloop_handle_capi->make_handle :
+            kind == MINLOOP_MAKE_TIMER ? minloop_handle_capi->make_timer :
+            minloop_handle_capi->make_threadsafe;
+        return make((PyTypeObject *)type, callback, args, context, loop);
     }
     """
     int minloop_handle_capi_import() except -1
-    Handle minloop_make_handle(object type, object callback, object args,
+    enum:
+        MINLOOP_MAKE_HANDLE
+        MINLOOP_MAKE_TIMER
+        MINLOOP_MAKE_THREADSAFE
+    Handle minloop_make_handle(int kind, object type, object callback, object args,
                                PyObject *context, object loop)
-    Handle minloop_make_timer(object type, object callback, object args,
-                              PyObject *context, object loop)
 
 
 minloop_handle_capi_import()
 
 
-cdef inline Handle _make(object cls, bint timer_layout, object callback, tuple args,
+cdef inline Handle _make(int kind, object cls, object callback, tuple args,
                          object loop, object context, bint debug):
     cdef bint shared = False
     cdef object copy      # asyncio's copy, where snapshots are not shared
@@ -786,10 +787,7 @@ cdef inline Handle _make(object cls, bint timer_layout, object callback, tuple a
         # asyncio fails only when the callback is due; say so at the call.
         raise TypeError(f'context must be a contextvars.Context, '
                         f'got {type(context).__name__}')
-    if timer_layout:
-        h = minloop_make_timer(cls, callback, args, ctx, loop)
-    else:
-        h = minloop_make_handle(cls, callback, args, ctx, loop)
+    h = minloop_make_handle(kind, cls, callback, args, ctx, loop)
     h._context_shared = shared
     if debug:
         h._debug = True
@@ -801,21 +799,20 @@ cdef inline Handle _make(object cls, bint timer_layout, object callback, tuple a
 
 cdef Handle new_handle(object callback, tuple args, object loop,
                        object context, bint debug):
-    return _make(Handle, False, callback, args, loop, context, debug)
+    return _make(MINLOOP_MAKE_HANDLE, Handle, callback, args, loop, context, debug)
 
 
 cdef Handle new_threadsafe_handle(object callback, tuple args, object loop,
                                   object context, bint debug):
-    cdef Handle h = _make(_ThreadSafeHandle, True, callback, args, loop, context, debug)
-    h._threadsafe = True
-    return h
+    return _make(MINLOOP_MAKE_THREADSAFE, _ThreadSafeHandle, callback, args, loop,
+                 context, debug)
 
 
 cdef TimerHandle new_timer(double when, object callback, tuple args,
                            object loop, object context, bint debug,
                            timer_heap *heap):
-    cdef TimerHandle h = <TimerHandle>_make(TimerHandle, True, callback, args, loop,
-                                            context, debug)
+    cdef TimerHandle h = <TimerHandle>_make(MINLOOP_MAKE_TIMER, TimerHandle, callback,
+                                            args, loop, context, debug)
     h._when = when
     h._heap = heap      # its _heap_pos is -1: in no heap yet
     return h

@@ -29,8 +29,9 @@
  * starts a young collection every 700 of those).
  *
  * A third type, ThreadSafeHandleBase, extends asyncio's _ThreadSafeHandle
- * (3.14+; asyncio.Handle before, unused there) with the same layout and
- * slots: what call_soon_threadsafe() returns (handles.pyx). */
+ * (3.14+; asyncio.Handle before, unused there) with a Handle's layout and
+ * slots, and its free list: what call_soon_threadsafe() returns
+ * (handles.pyx). */
 #define PY_SSIZE_T_CLEAN
 #include "handle_bases.h"
 #include "heap_types.h"
@@ -258,10 +259,12 @@ new_handle(PyTypeObject *type, int layout)
  * changed both times.  One or two arguments are kept inline (handles.pyx,
  * "Arguments"). */
 static inline MINLOOP_INLINED PyObject *
-make_handle(PyTypeObject *type, int layout, PyObject *callback,
+make_handle(PyTypeObject *type, int layout, int threadsafe, PyObject *callback,
             PyObject *args, PyObject *context, PyObject *loop)
 {
     Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    /* A _ThreadSafeHandle's _arg1 is its _runner (handle_bases.h). */
+    Py_ssize_t max_inline = threadsafe ? 1 : 2;
     MinloopHandle *h;
     /* `context` may be borrowed from handles.pyx's snapshot cache, which
      * Python code run by an allocation (a collection's finalizers) could
@@ -273,7 +276,8 @@ make_handle(PyTypeObject *type, int layout, PyObject *callback,
         return NULL;
     }
     h->_context = context;
-    if (nargs == 1 || nargs == 2) {
+    h->_threadsafe = (uint32_t)threadsafe;
+    if (nargs >= 1 && nargs <= max_inline) {
         h->_arg0 = Py_NewRef(PyTuple_GET_ITEM(args, 0));
         if (nargs == 2)
             h->_arg1 = Py_NewRef(PyTuple_GET_ITEM(args, 1));
@@ -293,17 +297,25 @@ static PyObject *
 make_plain_handle(PyTypeObject *type, PyObject *callback, PyObject *args,
                   PyObject *context, PyObject *loop)
 {
-    return make_handle(type, LAYOUT_HANDLE, callback, args, context, loop);
+    return make_handle(type, LAYOUT_HANDLE, 0, callback, args, context, loop);
 }
 
 static PyObject *
 make_timer_handle(PyTypeObject *type, PyObject *callback, PyObject *args,
                   PyObject *context, PyObject *loop)
 {
-    return make_handle(type, LAYOUT_TIMER, callback, args, context, loop);
+    return make_handle(type, LAYOUT_TIMER, 0, callback, args, context, loop);
 }
 
-static MinloopHandleCAPI handle_capi = {make_plain_handle, make_timer_handle};
+static PyObject *
+make_threadsafe_handle(PyTypeObject *type, PyObject *callback, PyObject *args,
+                       PyObject *context, PyObject *loop)
+{
+    return make_handle(type, LAYOUT_HANDLE, 1, callback, args, context, loop);
+}
+
+static MinloopHandleCAPI handle_capi = {make_plain_handle, make_timer_handle,
+                                        make_threadsafe_handle};
 
 static PyObject *
 handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -315,6 +327,16 @@ static PyObject *
 timer_handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     return new_handle(type, LAYOUT_TIMER);
+}
+
+/* A _ThreadSafeHandle is one from birth: its _arg1 is _runner. */
+static PyObject *
+threadsafe_handle_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *h = new_handle(type, LAYOUT_HANDLE);
+    if (h != NULL)
+        ((MinloopHandle *)h)->_threadsafe = 1;
+    return h;
 }
 
 static int
@@ -331,7 +353,8 @@ handle_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(h->_repr);
     Py_VISIT(h->_source_traceback);
     Py_VISIT(h->_arg0);
-    Py_VISIT(h->_arg1);
+    if (!h->_threadsafe)
+        Py_VISIT(h->_arg1);
     return 0;
 }
 
@@ -357,7 +380,8 @@ handle_clear(PyObject *self)
     set_none(&h->_source_traceback);
     h->_inline_args = 0;
     Py_CLEAR(h->_arg0);
-    Py_CLEAR(h->_arg1);
+    if (!h->_threadsafe)
+        Py_CLEAR(h->_arg1);
     return 0;
 }
 
@@ -381,7 +405,8 @@ dealloc_handle(PyObject *self, int layout)
     Py_CLEAR(h->_repr);
     Py_CLEAR(h->_source_traceback);
     Py_CLEAR(h->_arg0);
-    Py_CLEAR(h->_arg1);
+    if (!h->_threadsafe)   /* else it is _runner (handle_bases.h) */
+        Py_CLEAR(h->_arg1);
     if (!recyclable(type, layout))
         type->tp_free(self);
     else if (FREE_LIST_KEEPS(layout))
@@ -411,7 +436,14 @@ static PyType_Slot handle_slots[] = {
     {0, NULL},
 };
 
-/* TimerHandleBase's and ThreadSafeHandleBase's. */
+static PyType_Slot threadsafe_handle_slots[] = {
+    {Py_tp_new, threadsafe_handle_new},
+    {Py_tp_traverse, handle_traverse},
+    {Py_tp_clear, handle_clear},
+    {Py_tp_dealloc, handle_dealloc},
+    {0, NULL},
+};
+
 static PyType_Slot timer_handle_slots[] = {
     {Py_tp_new, timer_handle_new},
     {Py_tp_traverse, handle_traverse},
@@ -594,7 +626,8 @@ exec_module(PyObject *module)
                                   sizeof(MinloopTimerHandle), timer_handle_slots) < 0 ||
             minloop_add_heap_type(module, "minloop._handle_bases",
                                   "ThreadSafeHandleBase", threadsafe,
-                                  sizeof(MinloopTimerHandle), timer_handle_slots) < 0)
+                                  sizeof(MinloopThreadSafeHandle),
+                                  threadsafe_handle_slots) < 0)
         goto done;
     if (check_preheader(module, "HandleBase") < 0 ||
             check_preheader(module, "TimerHandleBase") < 0 ||

@@ -13,8 +13,10 @@
  * Python 3.14's call_soon_threadsafe() returns an asyncio._ThreadSafeHandle:
  * a Handle with one slot more, `_lock`, which CPython places where
  * TimerHandle's first slot is.  So our _ThreadSafeHandle (extending
- * asyncio's) has this layout too: its `_lock` slot is _arg0, shadowed by a
- * property as TimerHandle's `_scheduled` is. */
+ * asyncio's) has a Handle's layout: its `_lock` slot is _arg0, shadowed by
+ * a property as TimerHandle's `_scheduled` is, and _arg1's word, which no
+ * descriptor of asyncio's reaches there, holds the thread running its
+ * callback instead of a second argument. */
 #ifndef MINLOOP_HANDLE_BASES_H
 #define MINLOOP_HANDLE_BASES_H
 
@@ -44,7 +46,13 @@
     MINLOOP_HANDLE_WEAKREFLIST                                                   \
     /* asyncio.TimerHandle's two __slots__ (below) */                           \
     PyObject *_arg0;                                                             \
-    PyObject *_arg1;                                                             \
+    union {                                                                      \
+        PyObject *_arg1;                                                         \
+        /* _ThreadSafeHandle (_threadsafe): the thread running its callback, \
+         * 0 when none (src/threadsafe_handle.h); it keeps one argument       \
+         * inline at most. */                                                   \
+        unsigned long _runner;                                                   \
+    };                                                                           \
     /* ---- ours ---- */                                                        \
     /* How many of the loop's C containers hold this handle (below). */        \
     uint32_t _queued;                                                            \
@@ -76,7 +84,9 @@
  * - _context_shared: the context is a snapshot shared with other handles
  *   (handles.pyx).
  * - _debug: made while the loop was in debug mode.
- * - _threadsafe: a _ThreadSafeHandle: runs and cancels under its monitor. */
+ * - _threadsafe: a _ThreadSafeHandle: runs and cancels under its monitor;
+ *   set when it is made and never changed, as _arg1's word is then
+ *   _runner, no object (the code that reads _arg1 as one asks first). */
 
 /* A Handle (call_soon(), the fd callbacks): 96 bytes on 3.14, which with
  * the collector's 32 before it is pymalloc's 128-byte size class. */
@@ -84,41 +94,40 @@ typedef struct {
     MINLOOP_HANDLE_FIELDS
 } MinloopHandle;
 
-/* A TimerHandle, and a _ThreadSafeHandle: the same fields first (the loop
- * reads every handle as a MinloopHandle), then three words a plain Handle
- * does without.  Measured (benchmarks/RESULTS.md, 2026-12-01): a million
- * queued call_soon() callbacks took 43 page faults per 1,000 at 152 bytes
- * a handle. */
+/* A _ThreadSafeHandle: a Handle's layout (measured on 3.14,
+ * benchmarks/RESULTS.md 2026-12-03: 50,000 call_soon_threadsafe() calls
+ * from a thread ran 1.17x faster at 128 bytes a handle than at 152).  The
+ * same struct under another name: Cython wants each extern class's struct
+ * named once (handles.pxd declares the three bases). */
+typedef MinloopHandle MinloopThreadSafeHandle;
+
+/* A TimerHandle: the same fields first (the loop reads every handle as a
+ * MinloopHandle), then three words a plain Handle does without.  Measured
+ * (benchmarks/RESULTS.md, 2026-12-01): a million queued call_soon()
+ * callbacks took 43 page faults per 1,000 at 152 bytes a handle. */
 typedef struct {
     MINLOOP_HANDLE_FIELDS
-    union {
-        double _when;              /* TimerHandle: the deadline */
-        /* _ThreadSafeHandle (never a timer): the thread running its
-         * callback, 0 when none (src/threadsafe_handle.h). */
-        unsigned long _runner;
-    };
+    double _when;                  /* the deadline */
     /* The timer's token in the owning loop's heap (its slot there, written
      * by the heap when the timer enters and when it leaves; heap_remove()
-     * takes it), -1 once the timer has left (and always, for a
-     * _ThreadSafeHandle); the heap holds one reference meanwhile. */
+     * takes it), -1 once the timer has left; the heap holds one reference
+     * meanwhile. */
     Py_ssize_t _heap_pos;
     timer_heap *_heap;
 } MinloopTimerHandle;
 
-/* The same struct under another name: Cython wants each extern class's
- * struct named once (handles.pxd declares the three bases). */
-typedef MinloopTimerHandle MinloopThreadSafeHandle;
-
 /* What handle_bases.c exports to handles.pyx (a capsule, the module's
- * _C_API): a new handle of `type` (a Handle's layout, or a TimerHandle's)
- * holding `callback`, `args` (a tuple), `context` and `loop`, each field
- * set once; NULL with an exception set if it could not be allocated. */
+ * _C_API): a new handle of `type` (a Handle, a TimerHandle or a
+ * _ThreadSafeHandle, one function each) holding `callback`, `args` (a
+ * tuple), `context` and `loop`, each field set once; NULL with an
+ * exception set if it could not be allocated. */
 typedef PyObject *(*minloop_make_handle_fn)(PyTypeObject *type, PyObject *callback,
                                             PyObject *args, PyObject *context,
                                             PyObject *loop);
 typedef struct {
     minloop_make_handle_fn make_handle;
     minloop_make_handle_fn make_timer;
+    minloop_make_handle_fn make_threadsafe;
 } MinloopHandleCAPI;
 
 #define MINLOOP_HANDLE_CAPI_NAME "minloop._handle_bases._C_API"

@@ -119,11 +119,13 @@ minloop_ts_init(void)
 }
 
 /* Whether this thread is running h's callback (only this thread can have
- * put its own id there, so no lock is needed to see it). */
+ * put its own id there, so no lock is needed to see it).  Most often no
+ * thread is: then this thread's id is not asked for. */
 static inline int
 minloop_ts_running_here(MinloopThreadSafeHandle *h)
 {
-    return __atomic_load_n(&h->_runner, __ATOMIC_RELAXED) == PyThread_get_thread_ident();
+    unsigned long runner = __atomic_load_n(&h->_runner, __ATOMIC_RELAXED);
+    return runner != 0 && runner == PyThread_get_thread_ident();
 }
 
 /* Before running h's callback, on a thread not running it already
@@ -135,7 +137,8 @@ minloop_ts_run_begins(MinloopThreadSafeHandle *h)
     unsigned long me = PyThread_get_thread_ident();
     int run = 0;
     TS_LOCK();
-    ts_wait_for_runner(h, me);
+    if (TS_RUNNER(h) != 0)   /* rarely: no call otherwise */
+        ts_wait_for_runner(h, me);
     if (h->_cancelled != Py_True) {
         TS_SET_RUNNER(h, me);
         run = 1;

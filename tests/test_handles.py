@@ -342,6 +342,13 @@ def test_handles_are_no_bigger_than_before(minloop_module):
         one = loop.call_soon(print, 'x')
         assert sys.getsizeof(one) == sys.getsizeof(h)
         assert one._args == ('x',)
+        # call_soon_threadsafe()'s handle (an asyncio._ThreadSafeHandle
+        # from 3.14) is a Handle's size too: it keeps the thread running
+        # it where a Handle keeps a second argument.
+        for args in [(), ('x',), ('x', 'y')]:
+            ts = loop.call_soon_threadsafe(print, *args)
+            assert sys.getsizeof(ts) == sys.getsizeof(h)
+            assert ts._args == args
     finally:
         loop.close()
 

@@ -5,6 +5,7 @@ returns one: cancel() from another thread waits while the callback runs,
 and a handle cancelled before it runs is skipped.
 """
 
+import gc
 import random
 import threading
 import time
@@ -45,21 +46,32 @@ def test_handle_cancelled_before_it_runs_is_skipped(loop):
 
 
 @needs_threadsafe_handle
+@pytest.mark.parametrize("args", [(), ("a",), ("a", "b")])
 @pytest.mark.parametrize("asks", ["cancel", "cancelled"])
-def test_another_thread_waits_for_the_running_callback(loop, asks):
+def test_another_thread_waits_for_the_running_callback(loop, asks, args):
     # cancel() and cancelled() from another thread return only once the
-    # callback that started has finished (the callback is not undone).
+    # callback that started has finished (the callback is not undone).  The
+    # callback first reads its handle's arguments and runs a collection,
+    # which walks the handle: minloop keeps the running thread where a
+    # Handle keeps a second argument, and neither may disturb the other.
     started, finished = threading.Event(), threading.Event()
-    seen = []
+    handed = threading.Event()
+    seen, holder = [], []
 
-    def callback():
+    def callback(*got):
+        handed.wait(10)
+        seen.append(got == args)
+        seen.append(holder[0]._args == args)
+        gc.collect()
         started.set()
         time.sleep(0.2)
         finished.set()
 
     def other_thread():
-        handle = loop.call_soon_threadsafe(callback)
-        started.wait()
+        handle = loop.call_soon_threadsafe(callback, *args)
+        holder.append(handle)
+        handed.set()
+        started.wait(10)
         answer = getattr(handle, asks)()
         seen.append(finished.is_set())
         seen.append(answer)
@@ -69,7 +81,7 @@ def test_another_thread_waits_for_the_running_callback(loop, asks):
     t.start()
     loop.run_forever()
     t.join()
-    assert seen == [True, None if asks == "cancel" else False]
+    assert seen == [True, True, True, None if asks == "cancel" else False]
 
 
 def test_callback_cancelling_its_own_handle_does_not_wait(loop):
@@ -106,6 +118,25 @@ def test_callback_running_its_own_handle_again_does_not_deadlock(loop):
     assert calls == ["x"]
     for context in reported:
         assert "cannot enter context" in str(context["exception"])
+
+
+def test_the_collector_sees_a_running_handle_as_an_idle_one(loop):
+    # Once run, the loop no longer holds the handle and the collector walks
+    # it; run again by hand (asyncio allows it), it is walked while it runs.
+    # minloop keeps the running thread in a word a Handle keeps an argument
+    # in: the walk must not report it as an object.
+    holder, during = [], []
+
+    def callback(arg):
+        during.append(len(gc.get_referents(holder[0])))
+        gc.collect()
+
+    holder.append(loop.call_soon_threadsafe(callback, "x"))
+    loop.call_soon(loop.stop)
+    loop.run_forever()
+    holder[0]._run()
+    idle = len(gc.get_referents(holder[0]))
+    assert during == [idle, idle]
 
 
 def test_cancel_on_the_loops_thread_before_it_runs(loop):
