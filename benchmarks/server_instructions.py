@@ -20,8 +20,9 @@ The server is the bench's server of that kind (minloop/bench/servers.py:
 server), or `uvicorn`: uvicorn on httptools serving a plain-text ASGI app
 (head and body sent apart, as ASGI does), `uvicorn-json` the same with
 apps.py's JSON body, `aiohttp`: aiohttp.web's plain-text app of
-benchmarks/apps.py, or `websockets`: apps.py's websockets echo (32-byte text
-frames, masked as a client's must be); on minloop or another loop with
+benchmarks/apps.py, `websockets`: apps.py's websockets echo (32-byte text
+frames, masked as a client's must be), or `streams-lines`: apps.py's line
+echo (readline -> write -> drain, 64-byte lines); on minloop or another loop with
 --loop: a name python -m minloop bench --loops knows, or module:factory.
 --depth K sends K requests at once on each connection (pipelined HTTP, or K
 echo messages in one send()): one round trip is K requests.  Wall-clock
@@ -49,15 +50,17 @@ from minloop.bench.client import HTTP_REQUEST  # noqa: E402
 
 SIZE = 1024
 WS_SIZE = 32   # benchmarks/apps.py's websocket message
+LINE_SIZE = 64   # and its line
 # --measure rusage: the server's own getrusage() over the client's run, by
 # field, written to the file this variable names.
 _RUSAGE_ENV = "MINLOOP_SERVER_RUSAGE"
 _RUSAGE_FIELDS = ("ru_minflt", "ru_nvcsw", "ru_nivcsw", "ru_utime", "ru_stime")
 KINDS = ("streams", "sock", "protocol", "buffered", "http", "uvicorn", "uvicorn-json",
-         "aiohttp", "websockets", "streams-msg", "protocol-msg")
+         "aiohttp", "websockets", "streams-msg", "protocol-msg", "streams-lines")
 # The kinds that are benchmarks/apps.py's apps, by app name.
 APPS = {"uvicorn": "uvicorn-text", "uvicorn-json": "uvicorn-json",
-        "aiohttp": "aiohttp-text", "websockets": "websockets-echo"}
+        "aiohttp": "aiohttp-text", "websockets": "websockets-echo",
+        "streams-lines": "streams-lines"}
 HTTP_KINDS = ("http", "uvicorn", "uvicorn-json", "aiohttp")
 
 # argv: port conns round_trips size depth mode.  mode "echo": each round trip
@@ -104,6 +107,9 @@ elif mode == "ws":
     payload = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * size))
     msg = (bytes([0x81, 0x80 | size]) + mask + payload) * depth
     reply = (2 + size) * depth
+elif mode == "lines":   # apps.py's streams-lines: newline-ended lines
+    msg = (b"y" * (size - 1) + b"\n") * depth
+    reply = len(msg)
 else:
     msg = b"x" * size * depth
     reply = len(msg)
@@ -148,8 +154,9 @@ async def _main(kind, conns, round_trips, depth):
         port = await apps.start_app(APPS[kind], keep)
     else:
         port = (await servers.start(kind, 0, None, keep, size=SIZE))["port"]
-    mode = "http" if kind in HTTP_KINDS else "ws" if kind == "websockets" else "echo"
-    size = WS_SIZE if kind == "websockets" else SIZE
+    mode = ("http" if kind in HTTP_KINDS else "ws" if kind == "websockets"
+            else "lines" if kind == "streams-lines" else "echo")
+    size = WS_SIZE if kind == "websockets" else LINE_SIZE if kind == "streams-lines" else SIZE
     before = resource.getrusage(resource.RUSAGE_SELF)
     client = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CLIENT, str(port), str(conns), str(round_trips), str(size),

@@ -27,7 +27,8 @@ NEEDS = {"http": "httptools", "uvicorn": "uvicorn", "uvicorn-json": "uvicorn",
                                          ("buffered", 1), ("protocol", 4), ("http", 1),
                                          ("http", 8), ("uvicorn", 1), ("uvicorn-json", 1),
                                          ("aiohttp", 1), ("websockets", 1), ("websockets", 4),
-                                         ("streams-msg", 16), ("protocol-msg", 16)])
+                                         ("streams-msg", 16), ("protocol-msg", 16),
+                                         ("streams-lines", 1), ("streams-lines", 4)])
 def test_kind_runs_to_the_end(kind, depth, loop):
     if kind in NEEDS:
         pytest.importorskip(NEEDS[kind])

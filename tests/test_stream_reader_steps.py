@@ -11,6 +11,8 @@ replacement of one) called whenever the steps must step aside.
 
 import asyncio
 import socket
+import sys
+import sysconfig
 
 import pytest
 
@@ -24,6 +26,22 @@ def test_reader_stays_an_asyncio_stream_reader(loop):
         return isinstance(reader, asyncio.StreamReader), repr(reader).startswith("<StreamReader")
 
     assert run(loop, go) == (True, True)
+
+
+def test_which_coroutines_have_steps(loop):
+    # What the rest of this file reaches: on minloop (with the GIL, before
+    # 3.15) readline(), readexactly() and read(n) run the steps.  Not on
+    # 3.15, where the steps cost more than they save (py_compat.h,
+    # MINLOOP_STEPS_STREAM_READERS): the reader keeps asyncio's class.
+    async def go(reader, writer, peer):
+        return type(reader) is asyncio.StreamReader, [
+            getattr(type(reader), name) is not getattr(asyncio.StreamReader, name)
+            for name in ("readline", "readexactly", "read")]
+
+    stepped = (type(loop).__module__.startswith("minloop")
+               and not sysconfig.get_config_var("Py_GIL_DISABLED")
+               and sys.version_info < (3, 15))
+    assert run(loop, go) == (not stepped, [stepped] * 3)
 
 
 def test_readline_over_split_data_then_eof(loop):
