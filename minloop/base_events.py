@@ -263,6 +263,8 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
                        ssl_shutdown_timeout=None, context=None):
         if _asyncio_compat.HAS_SSL_SHUTDOWN_TIMEOUT and ssl_shutdown_timeout is None:
             ssl_shutdown_timeout = _aio_constants.SSL_SHUTDOWN_TIMEOUT
+        # start_server()'s readers made as the compiled-steps subclass.
+        protocol_factory = _stream.made_as_steps_readers(protocol_factory)
         self._add_reader(sock.fileno(), _stream.accept_connections, self,
                          protocol_factory, sock, sslcontext, server, backlog,
                          ssl_handshake_timeout, ssl_shutdown_timeout, context)

@@ -295,6 +295,7 @@ cdef extern from "py_compat.h":
     unsigned int compat_type_version(object t)
     bint MINLOOP_FEEDS_STREAM_READERS
     bint MINLOOP_STEPS_STREAM_READERS
+    bint MINLOOP_STEPS_STREAM_READS
     bint MINLOOP_READS_INSTANCE_DICT
     bint MINLOOP_LAZY_INSTANCE_DICT
     bint MINLOOP_SAMPLES_STACKS

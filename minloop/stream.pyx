@@ -58,6 +58,9 @@ from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .stream_reader cimport (is_stream_reader_protocol, feed_stream_reader, adopt_stream_reader,
                              use_steps_class)
 from .stream_reader_class import StreamReader as _StepsStreamReader
+# For the loop's _start_serving(): start_server()'s readers made as the
+# subclass (stream_reader_class.py says why).
+from .stream_reader_class import made_as_steps_readers
 from .transport_bases cimport StreamTransportBase
 
 

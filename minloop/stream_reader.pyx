@@ -51,7 +51,7 @@ from cpython.object cimport PyObject, PyTypeObject, PyObject_GenericGetDict, PyO
 from libc.string cimport memchr, memcpy
 
 from .includes cimport (MINLOOP_FEEDS_STREAM_READERS, MINLOOP_READS_INSTANCE_DICT,
-                        MINLOOP_STEPS_STREAM_READERS,
+                        MINLOOP_STEPS_STREAM_READERS, MINLOOP_STEPS_STREAM_READS,
                         compat_calls_class_function, _PyType_Lookup, getattro_type,
                         generic_getattr, setattro_type, generic_setattr,
                         compat_type_version)
@@ -280,8 +280,8 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
 # Per line, asyncio's readline() runs readline(), readuntil() and
 # _wait_for_data(): three Python coroutines, their attribute reads and calls,
 # a slice copied and bytes() of it.  stream_reader_class.StreamReader is
-# asyncio.StreamReader with readline(), readexactly() and read(n) as short
-# Python coroutines over the steps below: a step does, in C, what asyncio's
+# asyncio.StreamReader with readline(), readexactly() and read(n) (on 3.15
+# readline() alone) as short Python coroutines over the steps below: a step does, in C, what asyncio's
 # code does up to its next await (or its return), and hands back the bytes
 # to return or the future to await.  The coroutines stay Python ones (a
 # compiled coroutine per call, tried first, was slower than asyncio's); the
@@ -304,16 +304,19 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
 # would not): a class patched, or an instance given a method, while one of
 # its reads waits.
 # The instance's state is read from and written to its __dict__ (made when
-# the reader is adopted, as vars() would make it): the class has nothing
+# the reader is adopted, or by the first step of one made as the subclass,
+# as vars() would make it): the class has nothing
 # under those names (_ClassState checks), so that is what attribute access
 # does, for a dict lookup.  The dict is looked up again after anything that
 # can run Python code (a __dict__ can be replaced).
 #
-# A transport of this loop gives a reader of asyncio's own class the
-# subclass when it is handed the reader's StreamReaderProtocol
-# (adopt_stream_reader(), from set_protocol()): isinstance(reader,
-# asyncio.StreamReader) holds and all else is asyncio's, but type(reader)
-# is the subclass, and tracebacks and profilers show these frames.
+# start_server()'s readers are made as the subclass (stream_reader_class.py,
+# made_as_steps_readers()); before 3.15 a transport of this loop also gives
+# a reader of asyncio's own class the subclass when it is handed the
+# reader's StreamReaderProtocol (adopt_stream_reader(), from set_protocol()).
+# isinstance(reader, asyncio.StreamReader) holds and all else is asyncio's,
+# but type(reader) is the subclass, and tracebacks and profilers show these
+# frames.
 
 from asyncio import exceptions as _aio_exceptions
 
@@ -513,9 +516,11 @@ def read_step(reader, n, bint first):
     return _take(reader, d, _index_clipped(n, NULL))
 
 
-# The coroutines the subclass replaces, then the methods asyncio's versions
-# of them call on self: asyncio's own at import, or no steps.
-cdef tuple _STEPPED = ('readline', 'readexactly', 'read')
+# The coroutines the subclass replaces (readline() alone on 3.15:
+# py_compat.h), then the methods asyncio's versions of them call on self:
+# asyncio's own at import, or no steps.
+STEPS_READS = bool(MINLOOP_STEPS_STREAM_READS)
+cdef tuple _STEPPED = ('readline', 'readexactly', 'read') if STEPS_READS else ('readline',)
 cdef tuple _STEP_NAMES = _STEPPED + ('readuntil', '_wait_for_data', '_maybe_resume_transport')
 
 # asyncio.StreamReader's own coroutines, which the subclass's hide: a patch
@@ -529,6 +534,11 @@ cdef bint _steps_enabled = (
     and all(_asyncio_own(_lookup(_StreamReader, name)) for name in _STEP_NAMES))
 
 
+# Whether readers may run steps at all (stream_reader_class.py asks before
+# making start_server()'s readers as the subclass).
+STEPS = _steps_enabled
+
+
 cdef int use_steps_class(type cls) except -1:
     global _CompiledStreamReader, _compiled_class
     _CompiledStreamReader = cls
@@ -537,7 +547,9 @@ cdef int use_steps_class(type cls) except -1:
 
 
 cdef int adopt_stream_reader(object protocol) except -1:
-    if (not _steps_enabled or _CompiledStreamReader is None
+    # Not on 3.15: there the reassigned class costs asyncio's own read(n)
+    # and readexactly() more than readline()'s step saves (py_compat.h).
+    if (not MINLOOP_STEPS_STREAM_READS or not _steps_enabled or _CompiledStreamReader is None
             or type(protocol) is not _StreamReaderProtocol):
         return 0
     ref = getattr(protocol, '_stream_reader_wr', None)

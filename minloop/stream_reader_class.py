@@ -11,12 +11,18 @@ between its awaits in a step: a step returns the bytes to return, or the
 future to await (the one asyncio's _wait_for_data() awaits, which is
 cleared after it as there), or ASYNCIO when asyncio's method is to run
 instead.  The except clauses are readline()'s own, for what its wait
-raises into it.
+raises into it.  On 3.15 the class has readline() alone (py_compat.h,
+MINLOOP_STEPS_STREAM_READS).
+
+made_as_steps_readers() gives start_server()'s readers this class from
+birth (below).
 """
+
+import types
 
 from asyncio import exceptions, streams
 
-from .stream_reader import (ASYNCIO, read_step, readexactly_step,
+from .stream_reader import (ASYNCIO, STEPS, STEPS_READS, read_step, readexactly_step,
                             readline_overrun, readline_step)
 
 # asyncio's class, as at import (what its methods are is looked up per call).
@@ -66,3 +72,60 @@ class StreamReader(_StreamReader):
                 self._waiter = None
             got = read_step(self, n, False)
         return got
+
+    if not STEPS_READS:
+        # 3.15: asyncio's own readexactly() and read(n), one coroutine each
+        # there, cost less than these (py_compat.h).
+        del readexactly, read
+
+
+# Readers made as the subclass
+#
+# asyncio.start_server() (and start_unix_server()) hand loop.create_server()
+# a factory, nested in them, that makes each connection's StreamReader and
+# StreamReaderProtocol.  minloop's _start_serving() runs that factory's own
+# code with this module's StreamReader under the name `StreamReader`: the
+# reader is born of the subclass instead of having its __class__ assigned
+# after (stream_reader.pyx, adopt_stream_reader()).  An assignment moves the
+# instance's attribute values out of the object into a dict, and every
+# attribute read of asyncio's own methods on it then takes the slow path
+# (3.14 and 3.15: three reads 33 ns before, 65 ns after).  Measured
+# (callgrind, benchmarks/server_instructions.py, RESULTS.md 2026-12-03):
+# 3.14, 18,453 instructions a line against 19,373, read(n) 18,658 against
+# 19,735, readexactly() 9,556 against 10,094; 3.15 (readline()'s step only)
+# 18,079 a line against asyncio's 21,074, the others unchanged.
+#
+# Only asyncio's own factory, exactly: its code object, its module's
+# globals, and asyncio.streams.StreamReader still asyncio's class (a program
+# that replaced it gets its own class, as asyncio would give it).  The
+# factory's globals are a copy of asyncio.streams' taken as the server
+# starts: a later replacement of another name there is not seen by that
+# server's factory.
+
+def _nested_factory(func):
+    for const in func.__code__.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == 'factory':
+            return const
+    return None
+
+
+_FACTORY_CODES = frozenset(
+    code for code in (_nested_factory(streams.start_server),
+                      _nested_factory(streams.start_unix_server))
+    if code is not None)
+
+
+def made_as_steps_readers(factory):
+    """factory, or one running its code with the subclass as StreamReader
+    when it is asyncio's start_server() factory (see above)."""
+    if (not STEPS or type(factory) is not types.FunctionType
+            or factory.__code__ not in _FACTORY_CODES
+            or factory.__globals__ is not vars(streams)
+            or streams.StreamReader is not _StreamReader):
+        return factory
+    names = dict(vars(streams))
+    names['StreamReader'] = StreamReader
+    made = types.FunctionType(factory.__code__, names, factory.__name__,
+                              factory.__defaults__, factory.__closure__)
+    made.__qualname__ = factory.__qualname__
+    return made

@@ -143,14 +143,21 @@ compat_calls_class_function(PyObject *obj, PyObject *name, PyObject *func)
 /* stream_reader.pyx gives asyncio's StreamReader compiled steps for
  * readline(), readexactly() and read(n) where they were measured to cost
  * less than asyncio's own code (benchmarks/RESULTS.md, 2026-11-28: server
- * CPU per message on the streams rows 4-15% less on 3.10 to 3.14).  3.15's
- * asyncio takes its bytes with bytearray.take_bytes() and its interpreter
- * reads the attributes for less than the steps' dict lookups: there the
- * steps cost about 1,000 instructions a call more, not less. */
-#if PY_VERSION_HEX < 0x030F0000
+ * CPU per message on the streams rows 4-15% less on 3.10 to 3.14).
+ * MINLOOP_STEPS_STREAM_READERS: readline()'s, on readers made as the
+ * subclass (start_server()'s: stream_reader_class.py), everywhere.
+ * MINLOOP_STEPS_STREAM_READS: readexactly()'s and read(n)'s too, and
+ * readers made as asyncio's class reassigned to the subclass, before 3.15
+ * only.  3.15's asyncio takes their bytes with bytearray.take_bytes() in
+ * one coroutine and its interpreter reads the attributes for less than the
+ * steps' dict lookups: there those steps cost 900-1,800 instructions a
+ * call more, not less; and a reassigned __class__ slows every attribute
+ * read of asyncio's own methods on the reader (RESULTS.md, 2026-12-03). */
 #define MINLOOP_STEPS_STREAM_READERS MINLOOP_FEEDS_STREAM_READERS
+#if PY_VERSION_HEX < 0x030F0000
+#define MINLOOP_STEPS_STREAM_READS MINLOOP_FEEDS_STREAM_READERS
 #else
-#define MINLOOP_STEPS_STREAM_READERS 0
+#define MINLOOP_STEPS_STREAM_READS 0
 #endif
 
 /* The stall watchdog samples the loop thread's frames from its own thread

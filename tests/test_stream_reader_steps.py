@@ -294,3 +294,69 @@ def test_start_server_streams(loop):
         return got
 
     assert loop.run_until_complete(asyncio.wait_for(main(), 5)) == [b"ALPHA\n", b"BETA\n"]
+
+
+def _served_reader(loop, handle_reader, *, unix_path=None, lines=(b"one\n",)):
+    """Start a server (TCP, or Unix at unix_path), send it lines, and return
+    what handle_reader(reader) returned in the connection's handler."""
+    async def main():
+        results = []
+
+        async def handle(reader, writer):
+            results.append(await handle_reader(reader))
+            writer.close()
+
+        if unix_path:
+            server = await asyncio.start_unix_server(handle, unix_path)
+            reader, writer = await asyncio.open_unix_connection(unix_path)
+        else:
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for line in lines:
+            writer.write(line)
+        await reader.read()      # the handler's close
+        writer.close()
+        await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+        return results[0]
+
+    return loop.run_until_complete(asyncio.wait_for(main(), 5))
+
+
+def _stepped(loop):
+    return (type(loop).__module__.startswith("minloop")
+            and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+@pytest.mark.parametrize("unix", [False, True])
+def test_start_server_readers_are_made_with_steps(loop, unix, tmp_path):
+    # start_server()'s readers are made as the subclass (minloop's
+    # _start_serving()), on 3.15 too, where readline() alone has steps.
+    async def handle_reader(reader):
+        return (type(reader) is asyncio.StreamReader, isinstance(reader, asyncio.StreamReader),
+                [getattr(type(reader), name) is not getattr(asyncio.StreamReader, name)
+                 for name in ("readline", "readexactly", "read")],
+                await reader.readline(), await reader.readexactly(2), await reader.read(10))
+
+    stepped = _stepped(loop)
+    reads = stepped and sys.version_info < (3, 15)
+    path = str(tmp_path / "s") if unix else None
+    assert _served_reader(loop, handle_reader, unix_path=path, lines=(b"ab\n", b"cdef")) == (
+        not stepped, True, [stepped, reads, reads], b"ab\n", b"cd", b"ef")
+
+
+def test_start_server_uses_a_replaced_stream_reader_class(loop, monkeypatch):
+    # A program that put its own class in asyncio.streams gets it, as asyncio
+    # gives it (the loop must not make the reader its own way then).
+    class Mine(asyncio.StreamReader):
+        pass
+
+    monkeypatch.setattr(asyncio.streams, "StreamReader", Mine)
+
+    async def handle_reader(reader):
+        return type(reader) is Mine, await reader.readline()
+
+    assert _served_reader(loop, handle_reader) == (True, b"one\n")
+
