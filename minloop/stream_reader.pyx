@@ -281,8 +281,9 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
 # _wait_for_data(): three Python coroutines, their attribute reads and calls,
 # a slice copied and bytes() of it.  stream_reader_class.StreamReader is
 # asyncio.StreamReader with readline(), readexactly() and read(n) (on 3.15
-# readline() alone) as short Python coroutines over the steps below: a step does, in C, what asyncio's
-# code does up to its next await (or its return), and hands back the bytes
+# readline() alone) as short Python coroutines over the steps below: a step
+# does, in C, what asyncio's code does up to its next await (or its
+# return), and hands back the bytes
 # to return or the future to await.  The coroutines stay Python ones (a
 # compiled coroutine per call, tried first, was slower than asyncio's); the
 # steps take the bytes from the bytearray with the C API (a bytes() call
@@ -305,9 +306,9 @@ cdef int feed_stream_reader(object protocol, const char *buf, Py_ssize_t n) exce
 # its reads waits.
 # The instance's state is read from and written to its __dict__ (made when
 # the reader is adopted, or by the first step of one made as the subclass,
-# as vars() would make it): the class has nothing
-# under those names (_ClassState checks), so that is what attribute access
-# does, for a dict lookup.  The dict is looked up again after anything that
+# as vars() would make it): the class has nothing under those names
+# (_ClassState checks), so that is what attribute access does, for a dict
+# lookup.  The dict is looked up again after anything that
 # can run Python code (a __dict__ can be replaced).
 #
 # start_server()'s readers are made as the subclass (stream_reader_class.py,

@@ -91,9 +91,9 @@ class StreamReader(_StreamReader):
 # attribute read of asyncio's own methods on it then takes the slow path
 # (3.14 and 3.15: three reads 33 ns before, 65 ns after).  Measured
 # (callgrind, benchmarks/server_instructions.py, RESULTS.md 2026-12-03):
-# 3.14, 18,453 instructions a line against 19,373, read(n) 18,658 against
-# 19,735, readexactly() 9,556 against 10,094; 3.15 (readline()'s step only)
-# 18,079 a line against asyncio's 21,074, the others unchanged.
+# 3.14, 18,264 instructions a line against 19,373, read(n) 18,664 against
+# 19,735, readexactly() 9,557 against 10,094; 3.15 (readline()'s step only)
+# 18,080 a line against asyncio's 21,074, the others unchanged.
 #
 # Only asyncio's own factory, exactly: its code object, its module's
 # globals, and asyncio.streams.StreamReader still asyncio's class (a program

@@ -28,19 +28,25 @@ def test_reader_stays_an_asyncio_stream_reader(loop):
     assert run(loop, go) == (True, True)
 
 
+def _stepped(loop):
+    # Whether readers can run the steps: minloop's loop, with the GIL.
+    return (type(loop).__module__.startswith("minloop")
+            and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 def test_which_coroutines_have_steps(loop):
-    # What the rest of this file reaches: on minloop (with the GIL, before
-    # 3.15) readline(), readexactly() and read(n) run the steps.  Not on
-    # 3.15, where the steps cost more than they save (py_compat.h,
-    # MINLOOP_STEPS_STREAM_READERS): the reader keeps asyncio's class.
+    # What the rest of this file reaches: on minloop before 3.15 a reader
+    # made as asyncio's class is given the subclass, whose readline(),
+    # readexactly() and read(n) run the steps.  Not on 3.15, where that
+    # reassigned class costs asyncio's own methods more than the steps save
+    # (py_compat.h, MINLOOP_STEPS_STREAM_READS): the reader keeps asyncio's
+    # class (start_server()'s are made as the subclass: tested below).
     async def go(reader, writer, peer):
         return type(reader) is asyncio.StreamReader, [
             getattr(type(reader), name) is not getattr(asyncio.StreamReader, name)
             for name in ("readline", "readexactly", "read")]
 
-    stepped = (type(loop).__module__.startswith("minloop")
-               and not sysconfig.get_config_var("Py_GIL_DISABLED")
-               and sys.version_info < (3, 15))
+    stepped = _stepped(loop) and sys.version_info < (3, 15)
     assert run(loop, go) == (not stepped, [stepped] * 3)
 
 
@@ -323,11 +329,6 @@ def _served_reader(loop, handle_reader, *, unix_path=None, lines=(b"one\n",)):
         return results[0]
 
     return loop.run_until_complete(asyncio.wait_for(main(), 5))
-
-
-def _stepped(loop):
-    return (type(loop).__module__.startswith("minloop")
-            and not sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 @pytest.mark.parametrize("unix", [False, True])
