@@ -129,9 +129,45 @@ class ParallelBuildExt(build_ext):
         build_ext.build_extension(own, ext)
 
 
+# The slot Cython 3.3 writes only in its module-state mode, which
+# looks the module's state up on every access of a type or cached object.
+# minloop's modules keep that state in C statics instead, one set per loaded
+# copy of the file: each sub-interpreter loads copies of its own
+# (minloop/_subinterpreters.py), and a copy refuses a second interpreter
+# (Cython's own check, "Interpreter change detected").  So each module may
+# say it runs in an interpreter with its own GIL.
+_SLOT_ANCHOR = "  #if PY_VERSION_HEX >= 0x030C0000 && CYTHON_USE_MODULE_STATE\n"
+_SLOT = ("  #if PY_VERSION_HEX >= 0x030C0000 && !CYTHON_USE_MODULE_STATE  /* minloop: setup.py */\n"
+         "  {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},\n"
+         "  #endif\n")
+
+
+def declare_per_interpreter_gil(c_file):
+    """Adds the Py_mod_multiple_interpreters slot to a module Cython wrote
+    (once: a file Cython did not write again has it)."""
+    with open(c_file) as f:
+        text = f.read()
+    if _SLOT in text:
+        return
+    if text.count(_SLOT_ANCHOR) != 1:
+        raise RuntimeError(f"{c_file}: Cython's module slots are not where setup.py looks "
+                           "for them (declare_per_interpreter_gil); was Cython upgraded?")
+    with open(c_file, "w") as f:
+        f.write(text.replace(_SLOT_ANCHOR, _SLOT + _SLOT_ANCHOR))
+
+
+def cythonized(extensions, **options):
+    modules = cythonize(extensions, **options)
+    for module in modules:
+        for source in module.sources:
+            if source.startswith("minloop") and source.endswith(".c"):
+                declare_per_interpreter_gil(source)
+    return modules
+
+
 setup(
     cmdclass={"build_ext": ParallelBuildExt},
-    ext_modules=cythonize(
+    ext_modules=cythonized(
         extensions,
         nthreads=cython_processes(),
         language_level=3,

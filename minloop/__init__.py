@@ -13,6 +13,11 @@ if sys.platform == "win32":  # pragma: no cover
         "minloop supports Linux, macOS and the BSDs (it is built on epoll and "
         "kqueue); on Windows use asyncio's default event loop")
 
+# Before any compiled module is imported: a sub-interpreter runs copies of
+# its own (_subinterpreters.py says why).
+from . import _subinterpreters
+_subinterpreters.install()
+
 from . import _asyncio_compat
 from .base_events import Loop, new_event_loop
 from .loop import poller_backend_name

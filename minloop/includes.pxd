@@ -183,6 +183,7 @@ cdef extern from "telemetry_page.h" nogil:
         uint32_t flags
         int32_t pid
         int32_t tid
+        int32_t interp
         uint32_t map_size
         int64_t stall_threshold_ns
         tm_loop tm
@@ -377,6 +378,11 @@ cdef extern from "errno.h":
 # CPython's C API where Cython's cpython/ declarations lack it or differ.
 cdef extern from "Python.h":
     Py_ssize_t PY_SSIZE_T_MAX
+    # The running interpreter's id (0: the main one): the telemetry page's
+    # label of a sub-interpreter's loops.
+    ctypedef struct PyInterpreterState
+    PyInterpreterState *PyInterpreterState_Get()
+    int64_t PyInterpreterState_GetID(PyInterpreterState *interp)
     # A new bytes object of n unset bytes, as a pointer we own (NULL v): it
     # is filled, then resized in place with _PyBytes_Resize (which wants the
     # only reference) before it becomes an object, as socket.recv() does.

@@ -183,6 +183,9 @@ cdef class LoopCore:
         cdef tm_page *page = tm_page_open(&self._page_fd)
         if page == NULL:
             raise MemoryError()
+        # Each sub-interpreter runs its own copy of this module, and numbers
+        # its loops apart: `top` labels a loop by both.
+        page.interp = <int32_t>PyInterpreterState_GetID(PyInterpreterState_Get())
         self._tm = &page.tm
         xt_init(&self._owners_lock)
         xt_init(&self._stall_lock)

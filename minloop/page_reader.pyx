@@ -125,6 +125,7 @@ cdef class Page:
         return {
             'time': now,
             'loop_id': p.loop_id,
+            'interp': p.interp,
             'pid': p.pid,
             'tid': p.tid,
             'closed': bool(p.flags & TM_PAGE_CLOSED),

@@ -30,6 +30,7 @@ import sys
 import threading
 import traceback
 
+from ._subinterpreters import daemon_threads_allowed
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
 
@@ -142,7 +143,10 @@ cdef class StallWatch:
         self._gc_hook = self._on_gc
         gc.callbacks.append(self._gc_hook)
         _armed.add(self)
-        self._thread = threading.Thread(target=self._watch, daemon=True,
+        daemon = daemon_threads_allowed()
+        if not daemon:
+            _stop_watches_at_exit()
+        self._thread = threading.Thread(target=self._watch, daemon=daemon,
                                         name='minloop-stall-watchdog')
         self._thread.start()
 
@@ -305,6 +309,24 @@ def set_stall_handler(LoopCore loop, handler, threshold):
         # close() ran since the check above and may have missed this one.
         if loop._stall_swap(None) is watch:
             watch.stop()
+
+
+_stops_at_exit = False
+
+
+def _stop_watches_at_exit():
+    # Where the watchdog cannot be a daemon (a sub-interpreter), the
+    # interpreter's exit would wait for it forever: stop every watch first,
+    # as concurrent.futures stops its workers.
+    global _stops_at_exit
+    if not _stops_at_exit:
+        threading._register_atexit(_stop_armed)
+        _stops_at_exit = True
+
+
+def _stop_armed():
+    for watch in list(_armed):
+        watch.stop()
 
 
 def _after_fork_in_child():

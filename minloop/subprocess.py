@@ -49,6 +49,7 @@ import warnings
 from asyncio.log import logger
 
 from . import _asyncio_compat
+from ._subinterpreters import daemon_threads_allowed
 
 _WAKE_WAITERS_AT_EXIT = _asyncio_compat.SUBPROCESS_WAKES_WAITERS_AT_EXIT
 _KILL_ERRORS_IGNORED = ((ProcessLookupError, PermissionError)
@@ -285,8 +286,8 @@ class _ExitWatch:
     first, the pidfd still gets its status from the kernel (Linux >= 6.15),
     the kqueue from the exit event.
 
-    Elsewhere (kernels before 5.3, pidfd_open refused): a daemon thread
-    blocks in waitpid() as Popen.wait() would, and hands the return code to
+    Elsewhere (kernels before 5.3, pidfd_open refused): a thread (a daemon
+    where the interpreter allows one) blocks in waitpid() as Popen.wait() would, and hands the return code to
     the loop with call_soon_threadsafe -- asyncio's ThreadedChildWatcher
     idea, one thread per child.
     """
@@ -320,7 +321,7 @@ class _ExitWatch:
     def _start_thread(self, status=None):
         threading.Thread(target=self._wait_in_thread, args=(status,),
                          name=f'minloop-waitpid-{self._proc.pid}',
-                         daemon=True).start()
+                         daemon=daemon_threads_allowed()).start()
 
     def _exit_fd_readable(self):
         if self._kqueue is not None:

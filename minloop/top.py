@@ -160,7 +160,7 @@ class LoopView:
         if b["closed"]:
             state = "closed"
         return {
-            "loop": b["loop_id"], "tid": b["tid"], "state": state,
+            "loop": _loop_label(b["interp"], b["loop_id"]), "tid": b["tid"], "state": state,
             "util": util,
             "cbs": (b["callbacks"] - a["callbacks"]) / dt if dt > 0 else 0.0,
             "lag": lag, "busy": busy, "busy_now": busy_now,
@@ -219,7 +219,8 @@ class Top:
 
     def rows(self):
         return [self.views[fd].row(self.stall_threshold)
-                for fd in sorted(self.views, key=lambda fd: self.views[fd].last["loop_id"])]
+                for fd in sorted(self.views, key=lambda fd: (self.views[fd].last["interp"],
+                                                             self.views[fd].last["loop_id"]))]
 
     def close(self):
         for view in self.views.values():
@@ -235,6 +236,12 @@ def _ms(seconds):
     if seconds >= 0.001:
         return f"{seconds * 1e3:.1f}ms"
     return f"{seconds * 1e6:.0f}us"
+
+
+def _loop_label(interp, loop_id):
+    """A loop of the main interpreter by its number; a sub-interpreter's,
+    which numbers its own loops, as INTERPRETER:NUMBER."""
+    return str(loop_id) if interp == 0 else f"{interp}:{loop_id}"
 
 
 def _thread_name(pid, tid):
@@ -253,7 +260,7 @@ def _cmdline(pid):
         return "?"
 
 
-HEADER = (f"{'LOOP':>4} {'TID':>7} {'THREAD':<15} {'STATE':<7} {'UTIL':>6} {'CB/s':>9} "
+HEADER = (f"{'LOOP':>6} {'TID':>7} {'THREAD':<15} {'STATE':<7} {'UTIL':>6} {'CB/s':>9} "
           f"{'LAG p50':>8} {'p99':>8} {'max':>8} {'BUSY max':>9} {'READY':>6} "
           f"{'TIMERS':>7} {'FDS':>5}")
 
@@ -272,7 +279,7 @@ def render(top, interval, color=False):
         lag = (f"{_ms(p50):>8} {_ms(p99):>8} {_ms(lmax):>8}" if lag_n
                else f"{'-':>8} {'-':>8} {'-':>8}")
         lines.append(
-            f"{r['loop']:>4} {r['tid'] or '-':>7} {_thread_name(top.pid, r['tid'])[:15]:<15} "
+            f"{r['loop']:>6} {r['tid'] or '-':>7} {_thread_name(top.pid, r['tid'])[:15]:<15} "
             f"{r['state']:<7} {util:>6} {r['cbs']:>9.0f} {lag} {_ms(r['busy_max']):>9} "
             f"{r['ready']:>6} {r['timers']:>7} {r['fds']:>5}")
         stall = r["stall"]

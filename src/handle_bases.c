@@ -35,6 +35,7 @@
 #define PY_SSIZE_T_CLEAN
 #include "handle_bases.h"
 #include "heap_types.h"
+#include "interpreter_claim.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -584,10 +585,13 @@ add_capi(PyObject *module)
 static int
 exec_module(PyObject *module)
 {
-    PyObject *events = PyImport_ImportModule("asyncio.events");
-    PyObject *handle = NULL, *timer = NULL, *threadsafe = NULL;
+    PyObject *events, *handle = NULL, *timer = NULL, *threadsafe = NULL;
     int rc = -1;
 
+    /* The free lists hold this interpreter's objects. */
+    if (minloop_claim_interpreter("minloop._handle_bases") < 0)
+        return -1;
+    events = PyImport_ImportModule("asyncio.events");
     if (events == NULL)
         return -1;
     handle = PyObject_GetAttrString(events, "Handle");
@@ -649,6 +653,10 @@ static PyModuleDef_Slot module_slots[] = {
 #ifdef Py_mod_gil
     /* The free lists, its only state, keep nothing without the GIL. */
     {Py_mod_gil, MINLOOP_MOD_GIL},
+#endif
+#ifdef MINLOOP_MOD_INTERPRETERS
+    /* The free lists are a copy's: one interpreter per copy (exec_module). */
+    {Py_mod_multiple_interpreters, MINLOOP_MOD_INTERPRETERS},
 #endif
     {0, NULL},
 };

@@ -209,4 +209,12 @@ static inline void minloop_enable_try_incref(PyObject *op) { (void)op; }
 #endif
 #endif
 
+/* The Py_mod_multiple_interpreters slot (3.12+, PEP 684): every compiled
+ * module runs in an interpreter with its own GIL, one interpreter per loaded
+ * copy of its file (interpreter_claim.h; minloop/_subinterpreters.py).
+ * The Cython modules get the same slot from setup.py. */
+#ifdef Py_mod_multiple_interpreters
+#define MINLOOP_MOD_INTERPRETERS Py_MOD_PER_INTERPRETER_GIL_SUPPORTED
+#endif
+
 #endif /* MINLOOP_PY_COMPAT_H */

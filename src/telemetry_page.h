@@ -92,7 +92,8 @@ typedef struct {
     uint32_t flags;
     int32_t pid;              /* the process it is (its own after fork) */
     int32_t tid;              /* the thread running it now or last (0: none yet) */
-    int32_t pad;
+    int32_t interp;           /* the interpreter that made it (0: the main one); its
+                               * loops are numbered apart from other interpreters' */
     uint64_t thread_key;      /* pthread_self() behind tid (its cache) */
     /* The stall watchdog's note (stall.pyx, holding the GIL: one writer),
      * under note_seq (odd while written): the callback it flagged, by its

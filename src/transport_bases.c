@@ -336,6 +336,10 @@ static PyModuleDef_Slot module_slots[] = {
     /* Types only, no state: safe without the GIL (docs/threading.md). */
     {Py_mod_gil, MINLOOP_MOD_GIL},
 #endif
+#ifdef MINLOOP_MOD_INTERPRETERS
+    /* No state outside the module's own types: any interpreter, any number. */
+    {Py_mod_multiple_interpreters, MINLOOP_MOD_INTERPRETERS},
+#endif
     {0, NULL},
 };
 

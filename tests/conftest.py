@@ -25,6 +25,43 @@ LOOP_KINDS = ("asyncio", "minloop")
 DEFAULT_TIMEOUT = 15
 
 
+def _in_sub_interpreter():
+    try:
+        from _thread import _is_main_interpreter  # 3.12+
+    except ImportError:
+        return False
+    return not _is_main_interpreter()
+
+
+# scripts/pytest-in-interpreter runs this suite in a sub-interpreter with its
+# own GIL.  What a test needs that no loop can have there, asyncio's
+# included: @pytest.mark.main_interpreter(KEY) skips it there, with this
+# reason.  The keys are the whole list.
+IN_SUB_INTERPRETER = _in_sub_interpreter()
+MAIN_INTERPRETER_ONLY = {
+    "fork": "os.fork() is refused in an isolated sub-interpreter",
+    "signals": "signal handlers (signal.signal, set_wakeup_fd) are the main "
+               "interpreter's: add_signal_handler raises RuntimeError there, "
+               "on asyncio's loop too",
+    "preexec_fn": "subprocess's preexec_fn is refused in a sub-interpreter",
+    "daemon threads": "a library it drives starts daemon threads, which an "
+                      "isolated sub-interpreter refuses",
+    "nested": "it makes sub-interpreters and compares them with the main "
+              "interpreter",
+}
+# Threads a test's harness starts: daemons where the interpreter allows
+# them (a failed test must not keep the run alive), else plain threads,
+# which each harness joins.
+DAEMON_THREADS = not IN_SUB_INTERPRETER or getattr(
+    __import__("threading"), "_daemon_threads_allowed", lambda: True)()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "main_interpreter(key): the test cannot run in a sub-interpreter, "
+        "for the reason conftest.MAIN_INTERPRETER_ONLY[key] gives")
+
+
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
@@ -33,6 +70,10 @@ def pytest_collection_modifyitems(config, items):
             continue
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT))
+        for mark in item.iter_markers("main_interpreter"):
+            reason = MAIN_INTERPRETER_ONLY[mark.args[0]]  # KeyError: not a listed reason
+            if IN_SUB_INTERPRETER:
+                item.add_marker(pytest.mark.skip(reason=f"main interpreter only: {reason}"))
 
 
 def sigint_as_from_a_terminal():

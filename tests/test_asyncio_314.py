@@ -297,6 +297,7 @@ def test_asyncio_ps_and_pstree_show_the_tasks_as_on_asyncio(loop_kind, tmp_path,
 
 # --- deprecations: none that asyncio does not give --------------------------
 
+@pytest.mark.main_interpreter("signals")
 def test_debug_checks_of_callbacks_warn_as_asyncio_does(loop_factory):
     """Debug mode checks each callback for a coroutine function, as does
     add_signal_handler(); 3.14 deprecates asyncio.iscoroutinefunction(), and

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from conftest import DAEMON_THREADS
+
 import minloop
 from minloop.bench import loops, measure, options, procs, report, runner, workloads
 from minloop.bench.rows import ROWS, Row, core_size, other_size, select_rows
@@ -374,6 +376,7 @@ def test_bench_plot_format_is_checked_before_measuring(tmp_path):
     assert proc.stdout == '' and not (tmp_path / 'p.txt').exists()
 
 
+@pytest.mark.main_interpreter("preexec_fn")
 def test_bench_interrupted_keeps_the_finished_rounds(tmp_path):
     import signal
 
@@ -551,7 +554,7 @@ def test_load_generator_fails_a_row_where_a_connection_gets_no_answer(monkeypatc
             conn, _ = listener.accept()
             accepted.append(conn)
             if i < 2:
-                threading.Thread(target=echo, args=(conn,), daemon=True).start()
+                threading.Thread(target=echo, args=(conn,), daemon=DAEMON_THREADS).start()
 
     def echo(conn):
         try:
@@ -560,7 +563,7 @@ def test_load_generator_fails_a_row_where_a_connection_gets_no_answer(monkeypatc
         except OSError:
             pass
 
-    threading.Thread(target=serve, daemon=True).start()
+    threading.Thread(target=serve, daemon=DAEMON_THREADS).start()
     try:
         with pytest.raises(client.Failed, match='2 of 4 connections got no answer'):
             client.run('127.0.0.1', listener.getsockname()[1], 'echo', conns=4, size=64,

@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 import minloop
-from conftest import sigint_as_from_a_terminal
+from conftest import DAEMON_THREADS, sigint_as_from_a_terminal
 
 
 def run_cli(*args, cwd=None, env=None, input=None):
@@ -153,7 +153,7 @@ class Lines:
     def __init__(self, stream):
         self._queue = queue.Queue()
         self.seen = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=DAEMON_THREADS)
         self._thread.start()
 
     def _read(self, stream):
@@ -188,6 +188,7 @@ class Lines:
         return ''.join(self.seen)
 
 
+@pytest.mark.main_interpreter("preexec_fn")
 def test_run_m_http_server_with_its_own_options(tmp_path):
     (tmp_path / 'hello.txt').write_text('hello')
     proc = subprocess.Popen(

@@ -93,6 +93,7 @@ def test_timed_calls_return_asyncio_timer_handles(loop, schedule):
     assert issubclass(type(timer), asyncio.TimerHandle)
 
 
+@pytest.mark.main_interpreter("signals")
 def test_signal_handlers_handles_are_asyncio_handles(loop):
     import signal
     loop.add_signal_handler(signal.SIGUSR1, int)

@@ -160,7 +160,10 @@ def layers_block(rows):
 
     def depth(key, seen=()):
         if key not in level:
-            inner = [depth(d, seen + (key,)) for d in deps.get(key, ()) if d not in seen]
+            # In a fixed order: where the uses form a cycle (issue 44), the
+            # edge dropped must not depend on the hash seed.
+            inner = [depth(d, seen + (key,)) for d in sorted(deps.get(key, ()), key=_sort_key)
+                     if d not in seen]
             level[key] = 1 + max(inner, default=-1)
         return level[key]
 

@@ -29,6 +29,8 @@ import time
 
 import pytest
 
+from conftest import DAEMON_THREADS
+
 pytestmark = pytest.mark.libraries
 
 # Each test's coroutine must finish within this; the pytest-timeout limit
@@ -1079,7 +1081,7 @@ def _read_until(proc, pattern, deadline):
             for line in iter(proc.stdout.readline, ""):
                 proc.line_queue.put(line)
             proc.line_queue.put(None)
-        proc.pump = threading.Thread(target=pump, daemon=True)
+        proc.pump = threading.Thread(target=pump, daemon=DAEMON_THREADS)
         proc.pump.start()
     while True:
         try:

@@ -51,6 +51,7 @@ def _exercise(lp):
         b.close()
 
 
+@pytest.mark.main_interpreter("signals")
 def test_close_releases_every_fd(loop_factory, open_fds, assert_no_fd_leak):
     """After close() the process has exactly the fds it had before new_event_loop()."""
     gc.collect()
@@ -64,6 +65,7 @@ def test_close_releases_every_fd(loop_factory, open_fds, assert_no_fd_leak):
     assert_no_fd_leak(before, "create/use/close")
 
 
+@pytest.mark.main_interpreter("signals")
 def test_close_without_executor_shutdown_releases_fds(loop_factory, open_fds, assert_no_fd_leak):
     """close() alone (executor still alive, signal handlers installed) releases the fds."""
     gc.collect()
@@ -89,6 +91,7 @@ def test_many_loops_do_not_accumulate_fds(loop_factory, open_fds, assert_no_fd_l
     assert_no_fd_leak(before, "200 loops")
 
 
+@pytest.mark.main_interpreter("signals")
 def test_no_resource_warning_for_closed_loop(loop_factory):
     """A loop created, used and closed emits no ResourceWarning (checked after gc)."""
     with warnings.catch_warnings(record=True) as caught:
@@ -242,6 +245,7 @@ def test_loop_repr(loop):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.main_interpreter("fork")
 def test_new_loop_in_forked_child(loop_factory):
     """A child forked from a process with a loop can create and run its own new loop."""
     parent_loop = loop_factory()

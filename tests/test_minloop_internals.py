@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import sysconfig
-import tracemalloc
 import warnings
 
 import pytest
@@ -35,6 +34,8 @@ def loop():
 def test_million_timers_armed_and_cancelled_leave_an_empty_heap(loop):
     """After 1,000,000 timers are armed and cancelled, the heap holds 0
     entries, its array shrank back, and Python memory returns to where it was."""
+    # Not importable in a sub-interpreter (scripts/pytest-in-interpreter).
+    tracemalloc = pytest.importorskip("tracemalloc", exc_type=ImportError)
     def noop():
         pass
 
@@ -385,6 +386,7 @@ def test_interest_changes_reach_the_poller_only_when_they_change(loop):
 
 
 @pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork()')
+@pytest.mark.main_interpreter("fork")
 def test_forked_child_closing_the_loop_leaves_the_parents_alone(loop):
     """Parent and child share the epoll instance after fork(): a child that
     closes its copy of the loop must not unregister the parent's fds."""
@@ -432,6 +434,7 @@ def epoll_targets(epfd):
 
 @pytest.mark.skipif(not os.path.isdir('/proc/self/fdinfo') or not hasattr(os, 'fork'),
                     reason='needs Linux /proc and fork()')
+@pytest.mark.main_interpreter("fork")
 def test_forked_child_using_the_loop_gets_its_own_poller(loop):
     """A child that uses an inherited loop polls an epoll instance of its own:
     its readers do not land in the parent's interest set, and they work."""

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import LOOP_KINDS, import_minloop, sigint_as_from_a_terminal
 
+pytestmark = pytest.mark.main_interpreter("preexec_fn")
+
 SCRIPT = textwrap.dedent("""
     import asyncio, os, signal, sys
     kind, mode = sys.argv[1], sys.argv[2]

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs POSIX signals")
+pytestmark = [pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs POSIX signals"),
+              pytest.mark.main_interpreter("signals")]
 
 
 @pytest.fixture(autouse=True)

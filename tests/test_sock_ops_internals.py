@@ -440,6 +440,7 @@ def test_close_with_armed_and_disarmed_oneshot_registrations(pair):
 
 
 @pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork()')
+@pytest.mark.main_interpreter("fork")
 def test_forked_child_rearms_oneshot_waiters_in_its_own_poller(loop, pair):
     """At fork: `a` has a disarmed registration, `b` a pending one-shot
     wait.  The child's new poller gets `b`'s registration back and none for

@@ -29,6 +29,8 @@ import pytest
 
 from asyncio.subprocess import DEVNULL, PIPE, STDOUT
 
+from conftest import IN_SUB_INTERPRETER, MAIN_INTERPRETER_ONLY
+
 PY = sys.executable
 
 
@@ -256,6 +258,7 @@ def test_start_new_session(loop):
     assert run(loop, main()) == b'True\n'
 
 
+@pytest.mark.main_interpreter("preexec_fn")
 def test_preexec_fn(loop):
     async def main():
         # preexec_fn runs in the child before exec: it puts the child in a
@@ -396,6 +399,7 @@ def test_no_fd_leak(loop, open_fds, assert_no_fd_leak):
     assert_no_fd_leak(before, 'subprocesses')
 
 
+@pytest.mark.main_interpreter("signals")
 def test_child_does_not_inherit_the_loops_fds(loop):
     # close_fds=False: only the close-on-exec flag keeps the loop's own fds
     # (poller, wake-up fd, the pidfds of other children, pipes) out of the
@@ -862,6 +866,11 @@ def other_reaper(kind):
                 return
             taken[pid] = os.waitstatus_to_exitcode(status)
 
+    if kind == 'nobody':
+        yield taken
+        return
+    if IN_SUB_INTERPRETER:
+        pytest.skip(f"main interpreter only: {MAIN_INTERPRETER_ONLY['signals']}")
     old = signal.getsignal(signal.SIGCHLD)
     if kind == 'waitpid':
         signal.signal(signal.SIGCHLD, reap_every_child)

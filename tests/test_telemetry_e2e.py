@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import import_minloop
+from conftest import DAEMON_THREADS, import_minloop
 
 uvicorn = pytest.importorskip("uvicorn", reason="uvicorn not installed (the test extra has it)")
 prometheus_client = pytest.importorskip(
@@ -85,7 +85,7 @@ class ServerThread:
         self._probe = probe
         self._started = threading.Event()
         self._error = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=DAEMON_THREADS)
 
     def _run(self):
         asyncio.set_event_loop(self.loop)
@@ -149,7 +149,7 @@ class ServerThread:
             conn.close()
 
     def get_in_background(self, path):
-        thread = threading.Thread(target=self.get, args=(path,), daemon=True)
+        thread = threading.Thread(target=self.get, args=(path,), daemon=DAEMON_THREADS)
         thread.start()
         return thread
 
@@ -212,6 +212,7 @@ def prompt_threads():
 
 
 @pytest.mark.parametrize("path", ["/block", "/busy"])
+@pytest.mark.main_interpreter("daemon threads")
 def test_prometheus_sees_a_stalled_endpoint(path, scraped, prompt_threads):
     if not telemetry_built():
         pytest.skip("built with MINLOOP_NO_TELEMETRY=1")

@@ -75,6 +75,7 @@ def test_collector_refuses_a_loop_without_telemetry(loop):
         assert 'minloop_callbacks_total{loop="b"} 0.0' in text
 
 
+@pytest.mark.main_interpreter("daemon threads")
 def test_scrape_of_a_lagging_loop(server):
     if not telemetry_built():
         pytest.skip("built with MINLOOP_NO_TELEMETRY=1")

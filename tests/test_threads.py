@@ -458,6 +458,7 @@ def test_run_coroutine_threadsafe_from_many_threads(loop):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
+@pytest.mark.main_interpreter("signals")
 def test_signals_delivered_while_threads_hammer(loop):
     """Signals reach their handler, each once, while 8 threads push callbacks."""
     n_signals, n_threads = 10, 8
@@ -708,6 +709,7 @@ def test_callback_running_an_iteration_itself(loop_kind, loop, minloop_only):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+@pytest.mark.main_interpreter("fork")
 def test_forked_child_wakes_its_loop_from_its_own_thread(loop):
     """fork() while 4 threads push into the loop: in the child (their pushes
     gone, the ring's lock reset), a thread of the child wakes the inherited

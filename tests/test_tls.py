@@ -29,9 +29,10 @@ import socket
 import ssl
 import sys
 import threading
-import tracemalloc
 
 import pytest
+
+from conftest import DAEMON_THREADS
 
 CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tls_certs")
 CA_PEM = os.path.join(CERTS, "ca.pem")
@@ -126,7 +127,7 @@ class BlockingTLSPeer:
         self.received = bytearray()
         self.got_close_notify = False
         self.error = None
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread = threading.Thread(target=self._serve, daemon=DAEMON_THREADS)
         self.thread.start()
 
     def _serve(self):
@@ -237,6 +238,8 @@ def test_1000_handshakes_no_fd_or_memory_growth(loop, open_fds, assert_no_fd_lea
       state behind it) grows it by about 34 MB.  The margin is for malloc's
       arenas and fragmentation, which are not leaks.
     """
+    # Not importable in a sub-interpreter (scripts/pytest-in-interpreter).
+    tracemalloc = pytest.importorskip("tracemalloc", exc_type=ImportError)
     WARMUP, LATER, PARALLEL = 200, 800, 8
     client_ctx = client_context()
 

@@ -204,6 +204,7 @@ def test_reader_refuses_what_is_not_a_page():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+@pytest.mark.main_interpreter("fork")
 def test_forked_child_gets_its_own_page():
     loop = minloop.new_event_loop()
     try:

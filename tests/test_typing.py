@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-pytest.importorskip("mypy")
+# mypy is compiled without sub-interpreter support (scripts/pytest-in-interpreter).
+pytest.importorskip("mypy", exc_type=ImportError)
 
 HERE = os.path.join(os.path.dirname(__file__), "typecheck")
 

@@ -299,6 +299,7 @@ def test_bytes_written_before_data_received_fails_are_sent(loop):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+@pytest.mark.main_interpreter("fork")
 def test_a_callback_that_forks_after_writing_sends_once(loop):
     tr, proto, peer = accepted(loop)
 

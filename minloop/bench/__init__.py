@@ -19,4 +19,6 @@ spawn      subprocess spawn + wait (the spawn-* rows)
 sendfile   loop.sendfile to a receiver process (the sendfile-* row)
 pipes      bytes through an os.pipe() between pipe transports (the ospipe-* row)
 procs      child interpreters, CPU pinning and CPU time, the machine's description
+interpreters  the interpreters group: each workload in 1 and in N own-GIL
+           sub-interpreters of one process at once (3.14+), and its table
 """

@@ -196,6 +196,8 @@ GROUP_TITLES = {
     "memory": "memory: server RSS bytes per idle connection (lower is better)",
     "net": "net: round trips (HTTP: requests) per second",
     "other": "other: TLS round trips/s, spawn processes/s, sendfile MB/s, ospipe MiB/s",
+    "interpreters": "interpreters: aggregate rate of N sub-interpreters at once (1 vs N: "
+                    "below)",
 }
 
 

@@ -1,6 +1,6 @@
 """The standard rows of ``python -m minloop bench`` and how a run picks them.
 
-Rows are of five groups:
+Rows are of six groups:
 
 * core: a micro workload (workloads.py) timed inside a fresh interpreter per
   loop (child.py); its figure is operations per second;
@@ -20,6 +20,10 @@ Rows are of five groups:
   on the loop, its own load generator), subprocess spawn + wait (spawn.py),
   loop.sendfile to a receiver process (sendfile.py), an os.pipe() between
   two pipe transports (pipes.py); not in --quick.
+* interpreters: a workload in 1 and in N own-GIL sub-interpreters of one
+  process at once (interpreters.py; ``--interpreters N``, 3.14+, n/a
+  before): the figure is N's aggregate rate, the group's own table adds
+  1 vs N; not in --quick.
 
 Row names (the scale and later rows; the older core rows keep their workload
 names, which README.md cites): lowercase words joined by '-', subject first,
@@ -56,10 +60,10 @@ OTHER_QUICK_DIVISOR = 5
 @dataclass(frozen=True)
 class Row:
     id: str
-    group: str          # "core" | "scale" | "memory" | "net" | "other"
+    group: str          # "core" | "scale" | "memory" | "net" | "other" | "interpreters"
     doc: str
     quick: bool         # part of the --quick set
-    workload: str = ""  # core, scale: workloads.WORKLOADS key
+    workload: str = ""  # core, scale: workloads.WORKLOADS key; interpreters: interpreters.SETUPS
     n: int = 0          # scale: the workload's size in every profile
     per: str = ""       # what the figure counts per second, if not "ops"
     lower_better: bool = False  # memory: bytes per connection
@@ -209,11 +213,24 @@ def _rows() -> list[Row]:
                     "100 MiB through an os.pipe() in 64 KiB writes, connect_write_pipe to "
                     "connect_read_pipe on one loop", False, kind="ospipe", size=100 * MB,
                     chunk=64 * KiB, per="MiB"))
+    # Sub-interpreters with their own GIL, 1 and N at once (interpreters.py):
+    # n operations in each interpreter, whole in the full profile.
+    for rid, workload, n, per, doc in (
+            ("interp-soon-chain-1m", "call_soon_chain", 1_000_000, "callbacks",
+             "call_soon chain of 1M callbacks in each interpreter, 1 and N "
+             "sub-interpreters at once"),
+            ("interp-timers-500k-fire", "timer_chains", 500_000, "timers",
+             "500k timer firings (100 chains re-arming with call_later(0), 10k timers "
+             "held) in each interpreter, 1 and N sub-interpreters at once"),
+            ("interp-tcp-protocol-1k", "tcp_echo", 50_000, "round trips",
+             "50k round trips of 1 KiB, Protocol echo server and client on each "
+             "interpreter's loop, 1 and N sub-interpreters at once")):
+        rows.append(Row(rid, "interpreters", doc, False, workload=workload, n=n, per=per))
     return [dataclasses.replace(row, quick=row.id in QUICK_ROWS) for row in rows]
 
 
 ROWS = {row.id: row for row in _rows()}
-GROUPS = ("core", "scale", "memory", "net", "other")
+GROUPS = ("core", "scale", "memory", "net", "other", "interpreters")
 
 
 class UnknownRows(ValueError):

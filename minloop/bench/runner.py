@@ -40,9 +40,13 @@ def summarise(cell: dict) -> None:
     if phases:
         cell["median"]["phases_ms"] = {k: statistics.median(p[k] for p in phases)
                                        for k in phases[0]}
-    rates = [s["rate"] for s in samples]
-    cell["spread"] = (max(rates) - min(rates)) / statistics.median(rates) if rates else None
+    cell["spread"] = spread([s["rate"] for s in samples])
     _pool_user_cpu(cell)
+
+
+def spread(values: list[float]) -> float | None:
+    """The rounds' spread of a figure: (max - min) / median; None without any."""
+    return (max(values) - min(values)) / statistics.median(values) if values else None
 
 
 # /proc/PID/stat counts user and system time in clock ticks of 10 ms
