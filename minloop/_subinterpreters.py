@@ -30,8 +30,8 @@ Facts this rests on, each forgotten once too often:
   process); the file is a memfd where there is one (_private_copy()).
   Nothing stays behind once the copy is mapped: no file, no descriptor.
 - CPython never unloads an extension module: a copy stays mapped after its
-  interpreter ends (the size of the modules it imported: a stripped wheel's
-  are some 3 MB).  A program should pool its interpreters
+  interpreter ends (the modules it imported: all fifteen of a stripped
+  wheel are 2.1 MB on 3.14 x86_64).  A program should pool its interpreters
   (InterpreterPoolExecutor does), not make one per task.
 - The installed files refuse a second interpreter themselves: Cython's
   modules ("Interpreter change detected") and handle_bases.c, the C module

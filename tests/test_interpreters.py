@@ -30,6 +30,27 @@ def run_in(interp, code, **names):
     return result.get(timeout=60)
 
 
+def run_at_once(count, code, names_of):
+    """Runs `code` in `count` new interpreters at once, each from a thread
+    of its own, with names_of(i) bound; their results, in order."""
+    its = [interpreters.create() for _ in range(count)]
+    results = [None] * count
+
+    def run(i):
+        results[i] = run_in(its[i], code, **names_of(i))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for it in its:
+            it.close()
+    return results
+
+
 @pytest.fixture
 def interp():
     it = interpreters.create()
@@ -223,21 +244,7 @@ def test_two_interpreters_at_once_each_see_only_their_own_objects():
     cached asyncio classes, the context caches, the call_soon method type)
     is each interpreter's: two loops churn it at once and each finds only
     its own interpreter's asyncio classes."""
-    its = [interpreters.create() for _ in range(2)]
-    results = [None, None]
-
-    def run(i):
-        results[i] = run_in(its[i], ISOLATION, ROUNDS=20)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        for it in its:
-            it.close()
+    results = run_at_once(2, ISOLATION, lambda i: dict(ROUNDS=20))
     for result in results:
         assert result is not None
         assert result[:3] == (True, True, True)
@@ -343,22 +350,8 @@ def test_several_interpreters_serve_traffic_at_once():
     """Three interpreters, each a TCP and a UDP echo with its clients on its
     own loop, all at once: every byte comes back, in order (the .ci/run
     stage runs this under ASan too)."""
-    its = [interpreters.create() for _ in range(3)]
-    results = [None] * len(its)
-
-    def run(i):
-        results[i] = run_in(its[i], TRAFFIC, SEED=i, CONNECTIONS=8, MESSAGES=40)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(its))]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        for it in its:
-            it.close()
-    assert results == [True] * len(its)
+    results = run_at_once(3, TRAFFIC, lambda i: dict(SEED=i, CONNECTIONS=8, MESSAGES=40))
+    assert results == [True] * 3
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="top reads /proc")
