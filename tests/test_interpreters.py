@@ -201,7 +201,7 @@ def test_add_signal_handler_is_refused_as_asyncio_refuses_it():
 
 
 ISOLATION = """
-    import asyncio, contextvars, gc, minloop, minloop.loop
+    import asyncio, contextvars, gc, threading, minloop, minloop.loop
     from asyncio import events
     var = contextvars.ContextVar("var")
 
@@ -226,7 +226,12 @@ ISOLATION = """
                     fut.set_result(token)
             handles = [loop.call_soon(step, object()) for _ in range(50)]
             handles += [loop.call_later(1e-6, step, object()) for _ in range(50)]
+            # The thread-safe handles and their monitor, from another thread.
+            producer = threading.Thread(target=lambda: handles.extend(
+                loop.call_soon_threadsafe(len, ()) for _ in range(200)))
+            producer.start()
             await fut
+            await asyncio.to_thread(producer.join)
             for h in handles:
                 h.cancel()
             seen.append(all(isinstance(h, events.Handle) for h in handles))
@@ -241,9 +246,10 @@ ISOLATION = """
 
 def test_two_interpreters_at_once_each_see_only_their_own_objects():
     """The state the compiled modules keep in C statics (free lists, the
-    cached asyncio classes, the context caches, the call_soon method type)
-    is each interpreter's: two loops churn it at once and each finds only
-    its own interpreter's asyncio classes."""
+    cached asyncio classes, the context caches, the call_soon method type,
+    the thread-safe handles' monitor, the poller's probed features) is each
+    interpreter's: two loops churn it at once and each finds only its own
+    interpreter's asyncio classes."""
     results = run_at_once(2, ISOLATION, lambda i: dict(ROUNDS=20))
     for result in results:
         assert result is not None
