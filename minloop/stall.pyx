@@ -30,9 +30,10 @@ import sys
 import threading
 import traceback
 
-from ._subinterpreters import daemon_threads_allowed
 from asyncio import futures as _aio_futures
 from asyncio import tasks as _aio_tasks
+
+from ._subinterpreters import daemon_threads_allowed
 
 cdef object _current_frames = sys._current_frames
 cdef object _get_ident = threading.get_ident

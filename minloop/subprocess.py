@@ -287,9 +287,9 @@ class _ExitWatch:
     the kqueue from the exit event.
 
     Elsewhere (kernels before 5.3, pidfd_open refused): a thread (a daemon
-    where the interpreter allows one) blocks in waitpid() as Popen.wait() would, and hands the return code to
-    the loop with call_soon_threadsafe -- asyncio's ThreadedChildWatcher
-    idea, one thread per child.
+    where the interpreter allows one) blocks in waitpid() as Popen.wait()
+    would, and hands the return code to the loop with call_soon_threadsafe
+    -- asyncio's ThreadedChildWatcher idea, one thread per child.
     """
 
     __slots__ = ('_loop', '_proc', '_on_exit', '_exit_fd', '_kqueue')
