@@ -294,7 +294,7 @@ def test_an_armed_stall_watch_does_not_keep_a_sub_interpreter_alive():
 
 
 TRAFFIC = """
-    import asyncio, hashlib, random, minloop
+    import asyncio, hashlib, random, sys, minloop
 
     class Echo(asyncio.Protocol):
         def connection_made(self, transport):
@@ -336,6 +336,13 @@ TRAFFIC = """
         transport.close()
         return ok
 
+    async def child():
+        # A spawn while the other interpreters run loops (uvloop#650 crashes).
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "print(6 * 7)", stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        return out.strip() == b"42" and proc.returncode == 0
+
     async def main():
         loop = asyncio.get_running_loop()
         server = await loop.create_server(Echo, "127.0.0.1", 0)
@@ -343,7 +350,7 @@ TRAFFIC = """
         udp_server, _ = await loop.create_datagram_endpoint(UdpEcho, local_addr=("127.0.0.1", 0))
         udp_port = udp_server.get_extra_info("sockname")[1]
         results = await asyncio.gather(*(client(port, SEED * 100 + i) for i in range(CONNECTIONS)),
-                                       udp(udp_port))
+                                       udp(udp_port), child())
         udp_server.close()
         server.close()
         await server.wait_closed()
@@ -354,8 +361,9 @@ TRAFFIC = """
 
 def test_several_interpreters_serve_traffic_at_once():
     """Three interpreters, each a TCP and a UDP echo with its clients on its
-    own loop, all at once: every byte comes back, in order (the .ci/run
-    stage runs this under ASan too)."""
+    own loop and a child process, all at once: every byte comes back, in
+    order, and every child's output (the .ci/run stage runs this under ASan
+    too)."""
     results = run_at_once(3, TRAFFIC, lambda i: dict(SEED=i, CONNECTIONS=8, MESSAGES=40))
     assert results == [True] * 3
 
