@@ -194,11 +194,13 @@ def test_the_bench_prints_the_groups_table_and_json(tmp_path):
         for name in ('asyncio', 'minloop'):
             f = figures['loops'][name]
             assert f['rate_1'] > 0 and f['rate_n'] > 0
+            # The summary is consistent; no bound on the figures themselves (a
+            # timing, and this run is tiny and shares the machine).
             lo, hi = f['scaling_range']
-            assert 0 < lo <= f['scaling'] <= hi < 4
+            assert 0 < lo <= f['scaling'] <= hi
             assert f['rate_procs'] > 0 and f['spread_procs'] is not None
             lo, hi = f['interp_over_procs_range']
-            assert 0 < lo <= f['interp_over_procs'] <= hi < 4
+            assert 0 < lo <= f['interp_over_procs'] <= hi
             assert 0.0 <= f['overlap_procs'] <= 1.0 and f['cpu_util_procs'] > 0
         assert figures['ref_over']['asyncio']['n'] > 0
         assert figures['ref_over']['asyncio']['procs'] > 0
