@@ -50,7 +50,6 @@ thread ends with what it serves (a child's exit, the stall watch's stop).
 import importlib.machinery
 import os
 import sys
-import tempfile
 import threading
 
 # Where the installed files of this package's compiled modules are.
@@ -100,6 +99,8 @@ def _private_copy(original, short_name):
     loaded, the symlink, the directory and the descriptor all go (the
     mapping keeps the memfd).  Elsewhere the bytes go in that directory.
     """
+    import tempfile  # here: the main interpreter, which never copies, is spared it
+
     with open(original, "rb") as src:
         data = src.read()
     directory = tempfile.mkdtemp(prefix=f"minloop-{os.getpid()}-i{_interpreter_id()}-")

@@ -14,6 +14,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 import warnings
 
 import pytest
@@ -52,8 +53,7 @@ MAIN_INTERPRETER_ONLY = {
 # Threads a test's harness starts: daemons where the interpreter allows
 # them (a failed test must not keep the run alive), else plain threads,
 # which each harness joins.
-DAEMON_THREADS = not IN_SUB_INTERPRETER or getattr(
-    __import__("threading"), "_daemon_threads_allowed", lambda: True)()
+DAEMON_THREADS = getattr(threading, "_daemon_threads_allowed", lambda: True)()
 
 
 def pytest_configure(config):

@@ -331,6 +331,32 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+class _OtherLoad:
+    """What other processes take of this process's CPUs from now on
+    (/proc/stat, 10 ms ticks): share() is their part of those CPUs' time
+    since, less this process's own CPU time and `also_ours` seconds more
+    (its children's, for run_processes); None where there is no /proc."""
+
+    def __init__(self) -> None:
+        self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.busy = cpus_busy(self.cpus) if self.cpus else None
+        self.own, self.clock = time.process_time(), time.perf_counter()
+
+    def share(self, also_ours: float = 0.0) -> float | None:
+        if self.busy is None:
+            return None
+        took = (cpus_busy(self.cpus) - self.busy - (time.process_time() - self.own)
+                - also_ours)
+        return max(0.0, took / ((time.perf_counter() - self.clock) * len(self.cpus)))
+
+
+def _readable(fds, deadline: float) -> list:
+    """Those of fds that are readable by deadline (time.monotonic()); [] once
+    it has passed."""
+    left = deadline - time.monotonic()
+    return select.select(list(fds), [], [], left)[0] if left > 0 else []
+
+
 def run_interpreters(workload: str, loop_name: str, n: int, count: int,
                      size: int = KiB) -> dict:
     """The workload in count own-GIL sub-interpreters at once, released
@@ -375,16 +401,11 @@ def run_interpreters(workload: str, loop_name: str, n: int, count: int,
             return {"error": f"{count - len(said)} of {count} interpreters not ready "
                              f"within {START_TIMEOUT:g} s"}
         said += os.read(ready_r, count - len(said))
-    all_cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    busy, own, clock = cpus_busy(all_cpus), time.process_time(), time.perf_counter()
+    load = _OtherLoad()
     os.write(go_w, b"g" * count)  # the barrier: every interpreter at once
     for t in threads:
         t.join()
-    # What other processes took of this process's CPUs meanwhile (10 ms ticks).
-    other = None
-    if busy is not None and all_cpus:
-        took = cpus_busy(all_cpus) - busy - (time.process_time() - own)
-        other = max(0.0, took / ((time.perf_counter() - clock) * len(all_cpus)))
+    other = load.share()
     answers = []
     for i, (r, w) in enumerate(outs):
         os.close(w)
@@ -480,8 +501,7 @@ def run_processes(workload: str, loop_name: str, n: int, count: int, size: int =
         waiting = {ready_r: i for i, (_, ready_r, _, _) in enumerate(children)}
         deadline = time.monotonic() + START_TIMEOUT
         while waiting:
-            left = deadline - time.monotonic()
-            readable = select.select(list(waiting), [], [], left)[0] if left > 0 else []
+            readable = _readable(waiting, deadline)
             if not readable:
                 return {"error": f"{len(waiting)} of {count} processes not ready "
                                  f"within {START_TIMEOUT:g} s"}
@@ -495,8 +515,7 @@ def run_processes(workload: str, loop_name: str, n: int, count: int, size: int =
                         pass
                     return {"error": f"process {i + 1} of {count} ended before it was "
                                      f"ready (exit status {proc.returncode}): {_tail(err)}"}
-        all_cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        busy, own, clock = cpus_busy(all_cpus), time.process_time(), time.perf_counter()
+        load = _OtherLoad()
         os.write(go_w, b"g" * count)  # the barrier: every process at once
 
         # Each one's JSON, to the end of its pipe (it has exited), then its exit.
@@ -504,8 +523,7 @@ def run_processes(workload: str, loop_name: str, n: int, count: int, size: int =
         texts = {}
         deadline = time.monotonic() + timeout
         while chunks:
-            left = deadline - time.monotonic()
-            readable = select.select(list(chunks), [], [], left)[0] if left > 0 else []
+            readable = _readable(chunks, deadline)
             if not readable:
                 return {"error": f"{len(chunks)} of {count} processes still running "
                                  f"after {timeout:g} s"}
@@ -520,9 +538,6 @@ def run_processes(workload: str, loop_name: str, n: int, count: int, size: int =
                 proc.wait(max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 return {"error": f"process {i + 1} of {count} did not exit after its result"}
-        # What other processes took of these CPUs meanwhile (10 ms ticks): all
-        # but this one's and the children's CPU time after they said ready.
-        other = None
         answers = []
         for proc, _, out_r, err in children:
             try:
@@ -530,10 +545,12 @@ def run_processes(workload: str, loop_name: str, n: int, count: int, size: int =
             except ValueError:
                 answers.append({"error": f"said nothing (exit status {proc.returncode}): "
                                          f"{_tail(err)}"})
-        if busy is not None and all_cpus and all("cpu_ready" in a for a in answers):
+        # Other processes: all but this one and its children after they said
+        # ready.
+        other = None
+        if all("cpu_ready" in a for a in answers):
             theirs = children_cpu() - cpu_before - sum(a["cpu_ready"] for a in answers)
-            took = cpus_busy(all_cpus) - busy - (time.process_time() - own) - theirs
-            other = max(0.0, took / ((time.perf_counter() - clock) * len(all_cpus)))
+            other = load.share(theirs)
         return aggregate(answers, "process", other)
     finally:
         for proc, _, _, err in children:
