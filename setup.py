@@ -14,6 +14,13 @@ Environment switches (for development and CI, never for wheels):
   MINLOOP_NO_TELEMETRY=1  compile the loop's telemetry out (src/telemetry.h):
                       loop.stats() and the rest raise NotImplementedError;
                       for measuring what it costs against the default build
+  MINLOOP_POLLER=kqueue  on Linux: the kqueue poller (src/poller_kqueue.c)
+                      instead of epoll, over libkqueue's emulation of the
+                      kqueue API, installed by ../shared/tools/libkqueue/
+                      build.sh into MINLOOP_LIBKQUEUE (default /usr/local).
+                      Runs the macOS/BSD poller's code under the tests here
+                      (docs/development.md says what it cannot show).
+                      MINLOOP_POLLER=epoll, or unset: the platform's own.
 """
 import copy
 import os
@@ -49,7 +56,25 @@ if sanitize:
     link_args += san
 
 poller_sources = ["src/poller_epoll.c", "src/poller_kqueue.c"]  # each compiles to nothing off its platform
+poller_link = {}  # what the module with the poller (minloop.loop) links in addition
 macros = [("_GNU_SOURCE", None)]
+poller_choice = os.environ.get("MINLOOP_POLLER", "")
+if poller_choice not in ("", "epoll", "kqueue"):
+    raise RuntimeError(f"MINLOOP_POLLER={poller_choice!r}: say epoll or kqueue (or leave it unset)")
+if poller_choice == "epoll" and not sys.platform.startswith("linux"):
+    raise RuntimeError("MINLOOP_POLLER=epoll: epoll is Linux's; this platform's poller is kqueue")
+if poller_choice == "kqueue" and sys.platform.startswith("linux"):
+    libkqueue = os.path.abspath(os.environ.get("MINLOOP_LIBKQUEUE", "/usr/local"))
+    if not os.path.exists(os.path.join(libkqueue, "include", "kqueue", "sys", "event.h")):
+        raise RuntimeError(f"MINLOOP_POLLER=kqueue: no libkqueue in {libkqueue} (MINLOOP_LIBKQUEUE); "
+                           "install it with ../shared/tools/libkqueue/build.sh PREFIX")
+    macros.append(("MINLOOP_POLLER_KQUEUE", "1"))
+    # rpath: the module finds libkqueue.so where it was built against,
+    # with no LD_LIBRARY_PATH.
+    poller_link = dict(include_dirs=[os.path.join(libkqueue, "include", "kqueue")],
+                       library_dirs=[os.path.join(libkqueue, "lib")],
+                       runtime_library_dirs=[os.path.join(libkqueue, "lib")],
+                       libraries=["kqueue"])
 if flag("MINLOOP_THREAD_GUARDS"):
     macros.append(("MINLOOP_THREAD_GUARDS", "1"))
 if flag("MINLOOP_NO_TELEMETRY"):
@@ -74,7 +99,8 @@ extensions = [
     Extension(
         "minloop.loop",
         ["minloop/loop.pyx", "src/fd_table.c", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
-        **common,
+        **dict(common, include_dirs=common["include_dirs"] + poller_link.get("include_dirs", []),
+               **{k: v for k, v in poller_link.items() if k != "include_dirs"}),
     ),
     Extension("minloop.loop_metrics", ["minloop/loop_metrics.pyx"], **common),
     Extension("minloop.fd_owners", ["minloop/fd_owners.pyx"], **common),

@@ -62,7 +62,9 @@ def _poller_line():
     from .loop import _poller_probe_pwait2
     backend = poller_backend_name()
     if backend == "kqueue":
-        return "kqueue; timed waits with kevent (nanosecond timeouts)"
+        from .loop import _build_flags
+        emulated = " (libkqueue's emulation on Linux: a test build)" if _build_flags()["libkqueue"] else ""
+        return f"kqueue{emulated}; timed waits with kevent (nanosecond timeouts)"
     probe = _poller_probe_pwait2()
     if probe == 0:
         waits = "epoll_pwait2 (nanosecond timeouts)"

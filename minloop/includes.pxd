@@ -226,6 +226,7 @@ cdef extern from "build_info.h":
         MINLOOP_BUILD_OPTIMIZED
         MINLOOP_BUILD_ASSERTS
         MINLOOP_BUILD_ASAN
+        MINLOOP_BUILD_LIBKQUEUE
 
 
 cdef extern from "wakeup.h" nogil:

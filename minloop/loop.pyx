@@ -112,7 +112,10 @@ def _build_flags():
             # (docs/threading.md, item 8): free-threaded builds.
             'thread_guards': bool(XT_GUARD_THREADS),
             # loop.stats() and the rest (setup.py's MINLOOP_NO_TELEMETRY).
-            'telemetry': bool(MINLOOP_TELEMETRY)}
+            'telemetry': bool(MINLOOP_TELEMETRY),
+            # The kqueue poller on Linux, over libkqueue (setup.py's
+            # MINLOOP_POLLER=kqueue): a build for tests.
+            'libkqueue': bool(MINLOOP_BUILD_LIBKQUEUE)}
 
 
 cdef object _fileno(object fileobj):

@@ -32,4 +32,12 @@
 #define MINLOOP_BUILD_ASAN 0
 #endif
 
+/* setup.py's MINLOOP_POLLER=kqueue on Linux: the kqueue poller over
+ * libkqueue's emulation, a build for tests only. */
+#if defined(__linux__) && defined(MINLOOP_POLLER_KQUEUE)
+#define MINLOOP_BUILD_LIBKQUEUE 1
+#else
+#define MINLOOP_BUILD_LIBKQUEUE 0
+#endif
+
 #endif

@@ -30,7 +30,8 @@
  *  - MOD with an empty mask does not disarm: EPOLLERR/EPOLLHUP are added back.
  *    To stop an armed one-shot registration, DEL it.
  */
-#ifdef __linux__
+/* MINLOOP_POLLER_KQUEUE: a Linux build with the kqueue poller (setup.py). */
+#if defined(__linux__) && !defined(MINLOOP_POLLER_KQUEUE)
 
 #include "poller.h"
 

@@ -13,10 +13,11 @@
  * is not something to rely on across the BSDs and macOS, so a filter whose
  * one-shot-ness changes is deleted and added again.
  *
- * (This file is not compiled on Linux; it mirrors poller_epoll.c.)
+ * On Linux this file compiles only into a build with MINLOOP_POLLER=kqueue
+ * (setup.py), against libkqueue: the tests run this code there.
  */
 #if defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || \
-    defined(__NetBSD__) || defined(__DragonFly__)
+    defined(__NetBSD__) || defined(__DragonFly__) || defined(MINLOOP_POLLER_KQUEUE)
 
 #include "poller.h"
 
@@ -50,10 +51,24 @@ int poller_open(poller *p, int max_events)
     return 0;
 }
 
+#ifdef MINLOOP_POLLER_KQUEUE
+/* libkqueue frees a closed kqueue's own descriptors (an epoll, a pipe's
+ * other end) in its monitoring thread, a moment after close().  This asks
+ * that thread to finish and waits, so that loop.close() has given back
+ * every descriptor when it returns, as a kernel's kqueue has.  Exported by
+ * libkqueue, not declared in its header. */
+void libkqueue_drain_pending_close(void);
+#define RELEASE_CLOSED_KQUEUES() libkqueue_drain_pending_close()
+#else
+#define RELEASE_CLOSED_KQUEUES() ((void)0)
+#endif
+
 void poller_close(poller *p)
 {
-    if (p->fd >= 0)
+    if (p->fd >= 0) {
         close(p->fd);
+        RELEASE_CLOSED_KQUEUES();
+    }
     p->fd = -1;
     free(p->buf);
     p->buf = NULL;

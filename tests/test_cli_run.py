@@ -483,7 +483,9 @@ def test_info_says_what_a_bug_report_needs():
     assert ('AddressSanitizer' in facts['build']) == flags['address_sanitizer']
     assert sys.executable in facts['python']
     backend = minloop.poller_backend_name()
-    assert facts['poller'].startswith(backend + '; timed waits with ')
+    emulated = " (libkqueue's emulation on Linux: a test build)" if flags['libkqueue'] else ''
+    assert facts['poller'].startswith(backend + emulated + '; timed waits with ')
+    assert flags['libkqueue'] == (backend == 'kqueue' and sys.platform.startswith('linux'))
     if backend == 'epoll':
         probe = loop._poller_probe_pwait2()
         assert ('with epoll_pwait2 (nanosecond' in facts['poller']) == (probe == 0)

@@ -6,6 +6,8 @@ import tempfile
 
 import pytest
 
+from conftest import import_minloop
+
 
 def _stop_after(loop, n, counter, extra=None):
     """A callback that counts its calls and stops the loop at the n-th."""
@@ -360,12 +362,27 @@ def test_add_reader_non_fd_raises_valueerror(loop, bad):
         loop.add_writer(bad, lambda: None)
 
 
-def test_add_reader_regular_file_raises_permission_error(loop):
-    """epoll refuses regular files: add_reader raises PermissionError (EPERM)."""
+def test_add_reader_on_a_regular_file(loop, loop_kind):
+    """epoll refuses regular files: add_reader raises PermissionError (EPERM),
+    as asyncio's EpollSelector does.  kqueue takes them (as asyncio's
+    KqueueSelector on macOS and the BSDs): readable while the file's offset
+    is short of its end, so the reader is called."""
+    kqueue = loop_kind == "minloop" and import_minloop().poller_backend_name() == "kqueue"
     with tempfile.TemporaryFile() as f:
-        with pytest.raises(PermissionError):
-            loop.add_reader(f.fileno(), lambda: None)
-        assert loop.remove_reader(f.fileno()) is False
+        f.write(b"data")
+        f.flush()
+        f.seek(0)
+        if not kqueue:
+            with pytest.raises(PermissionError):
+                loop.add_reader(f.fileno(), lambda: None)
+            assert loop.remove_reader(f.fileno()) is False
+            return
+        called = []
+        loop.add_reader(f.fileno(), lambda: (called.append(True), loop.stop()))
+        loop.call_later(5, loop.stop)
+        loop.run_forever()
+        assert called, "the regular file's reader was not called"
+        assert loop.remove_reader(f.fileno()) is True
 
 
 def test_remove_after_fd_closed_does_not_crash(loop, run_briefly):

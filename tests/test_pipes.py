@@ -304,6 +304,7 @@ def test_read_pipe_data_received_error_goes_to_handler(loop, pipe_files, handler
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_read_error_is_fatal_and_reported(loop, handler_calls):
     """A read error other than EIO: 'Fatal read error on pipe transport' to
     the handler, then connection_lost(exc).  (A TCP reset: sockets are
@@ -365,6 +366,7 @@ def test_large_reads_then_small_ones_arrive_whole(loop, pipe_files):
     assert proto.events[-2:] == ["eof", "lost"]
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_read_error_after_large_reads_is_reported(loop, handler_calls):
     """A reset after reads of more than 16 KiB (minloop's no-copy reads)
     reaches connection_lost() and the handler as ConnectionResetError."""

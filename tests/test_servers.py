@@ -137,8 +137,18 @@ def test_server_basics(loop, echoes):
         assert srv.sockets == ()
         srv.close()                                   # idempotent
         await asyncio.wait_for(srv.wait_closed(), 5)
+    loop.run_until_complete(main())
+
+
+@pytest.mark.libkqueue_differs("socket error")
+def test_closed_server_refuses_connections(loop, echoes):
+    async def main():
+        srv = await loop.create_server(lambda: Echo(loop), "127.0.0.1", 0)
+        addr = srv.sockets[0].getsockname()
+        assert await echo_once(loop, addr) == b"ping"
+        await closed_server(srv)
         with pytest.raises(ConnectionRefusedError):
-            await echo_once(loop, (host, port))
+            await echo_once(loop, addr)
     loop.run_until_complete(main())
 
 
@@ -169,14 +179,23 @@ def test_start_serving_false(loop, echoes):
                                        start_serving=False)
         assert not srv.is_serving()
         addr = srv.sockets[0].getsockname()
-        # Bound but not listening yet.
-        with pytest.raises(ConnectionRefusedError):
-            await echo_once(loop, addr)
         await srv.start_serving()
         assert srv.is_serving()
         await srv.start_serving()                    # no effect the second time
         assert srv.is_serving()
         assert await echo_once(loop, addr) == b"ping"
+        await closed_server(srv)
+    loop.run_until_complete(main())
+
+
+@pytest.mark.libkqueue_differs("socket error")
+def test_unstarted_server_refuses_connections(loop, echoes):
+    async def main():
+        srv = await loop.create_server(lambda: Echo(loop), "127.0.0.1", 0,
+                                       start_serving=False)
+        # Bound but not listening yet.
+        with pytest.raises(ConnectionRefusedError):
+            await echo_once(loop, srv.sockets[0].getsockname())
         await closed_server(srv)
     loop.run_until_complete(main())
 
@@ -604,6 +623,7 @@ def test_streams_drain_waits_for_slow_reader(loop):
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_streams_reset_by_peer(loop):
     async def handler(reader, writer):
         sock = writer.get_extra_info("socket")

@@ -80,6 +80,7 @@ def test_cancelled_recv_unregisters_the_reader(loop):
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_connect_refused(loop):
     async def main():
         probe = socket.socket()

@@ -163,7 +163,10 @@ import sys
 
 READ, WRITE, ONESHOT = 1, 2, 4
 DISARMED = ONESHOT
-LINUX = sys.platform.startswith('linux') and os.path.isdir('/proc/self/fdinfo')
+# The kernel's view is epoll's: a kqueue build (macOS, or Linux over
+# libkqueue) is checked through the table alone.
+LINUX = (sys.platform.startswith('linux') and os.path.isdir('/proc/self/fdinfo')
+         and minloop.loop.poller_backend_name() == 'epoll')
 EPOLLIN, EPOLLOUT, EPOLLONESHOT = 0x1, 0x4, 1 << 30
 
 

@@ -456,6 +456,7 @@ def test_eof_received_raises(loop, tcp):
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_peer_reset_gives_connection_reset(loop, tcp, peers):
     contexts = handler_log(loop)
 
@@ -890,6 +891,7 @@ def test_create_connection_happy_eyeballs(loop, peers, kwargs):
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_create_connection_refused(loop):
     async def main():
         with pytest.raises(ConnectionRefusedError):
@@ -1227,6 +1229,7 @@ def test_unix_accepted_transport_extra_info(loop, unix_path):
     loop.run_until_complete(main())
 
 
+@pytest.mark.libkqueue_differs("socket error")
 def test_stream_drain_after_connection_lost(loop, tcp, peers):
     """StreamWriter.drain() on a lost connection raises ConnectionResetError."""
     async def main():
