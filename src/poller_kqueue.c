@@ -14,7 +14,37 @@
  * one-shot-ness changes is deleted and added again.
  *
  * On Linux this file compiles only into a build with MINLOOP_POLLER=kqueue
- * (setup.py), against libkqueue: the tests run this code there.
+ * (setup.py), against libkqueue, the kqueue API emulated on epoll: .ci/run
+ * runs the core tests on it.  Where libkqueue and a kernel's kqueue differ
+ * in what this file or the loop relies on (tests/test_libkqueue_facts.py
+ * checks the emulation's side):
+ *  - fork: a kernel's kqueue is not inherited; libkqueue closes its queues
+ *    in the child (pthread_atfork).  Either way the child's number is not
+ *    ours to close: poller_forget_after_fork() only forgets it.
+ *  - close of the kqueue: the kernel frees it at once; libkqueue in its
+ *    monitoring thread, a moment later.  poller_close() waits for that
+ *    (RELEASE_CLOSED_KQUEUES), so a closed loop holds no descriptor.
+ *  - close of a watched fd: the kernel drops its filters; libkqueue cannot
+ *    see a close and keeps its knote.  The loop removes interest before a
+ *    transport closes its fd (it must for epoll too), and delete_filters()
+ *    ignores ENOENT and EBADF, so either side's answer is fine.
+ *  - EV_ONESHOT: both drop the filter once its event is collected.  Whether
+ *    EV_ADD on a live filter changes its one-shot-ness is not relied on
+ *    (above): delete, then add.
+ *  - a socket's pending error: the kernel reports it in EV_EOF's fflags and
+ *    leaves it to recv()/getsockopt(); libkqueue reads it with
+ *    getsockopt(SO_ERROR), which on Linux clears it, so recv() sees a plain
+ *    end of file and a refused connect() looks made.  The loop never reads
+ *    fflags; the tests that need the error are expected failures there
+ *    (tests/conftest.py, LIBKQUEUE_DIFFERS).
+ *  - a regular file: both report it readable while its offset is short of
+ *    its end (epoll refuses it: PermissionError).
+ *  - a kqueue descriptor in another poller: the kernel's is readable while
+ *    it holds events; libkqueue's is a pipe's write end, never readable.
+ *    So minloop/subprocess.py's kqueue per child (EVFILT_PROC, a reader on
+ *    the loop) cannot run over libkqueue, and a NOTE_EXIT event whose child
+ *    another reaper took first is dropped there, where the kernel keeps the
+ *    status with the event.  That path is tested against a stand-in only.
  */
 #if defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || \
     defined(__NetBSD__) || defined(__DragonFly__) || defined(MINLOOP_POLLER_KQUEUE)
