@@ -144,7 +144,10 @@ class LoopView:
         a, b = self.first, self.last
         dt = b["time"] - a["time"]
         elapsed = b["elapsed"] - a["elapsed"]
-        active = elapsed - (b["idle"] - a["idle"])
+        # The idle and elapsed words are read a few instructions apart: on an
+        # idle loop idle may come out a hair above elapsed, which would print
+        # as -0.0%.
+        active = min(max(elapsed - (b["idle"] - a["idle"]), 0.0), elapsed)
         if not b["running"] and elapsed <= 0:
             util = None
         else:

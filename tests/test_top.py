@@ -384,3 +384,53 @@ def test_a_build_without_telemetry_says_so(monkeypatch, capsys):
         top.Top(os.getpid())
     assert top.main([str(os.getpid()), "--once"]) == 1
     assert "minloop top is not available" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Rendering, from made-up reads of a page
+
+_BUCKETS = len(page_reader.bucket_bounds())
+_EMPTY_HIST = ((0,) * _BUCKETS, 0, 0.0, 0.0, 0.0)
+
+
+def fake_read(t, elapsed, idle, **over):
+    """A page read as Page.read() gives it (only what top uses)."""
+    snap = {"time": t, "loop_id": 1, "interp": 0, "pid": os.getpid(),
+            "tid": threading.get_native_id(), "closed": False, "running": True,
+            "sleeping": True, "woke": t, "clock_seq": 2, "callbacks": 10,
+            "iterations": 10, "fd_events": 0, "exceptions": 0, "timers_fired": 0,
+            "ready": 0, "timers": 1, "fds": 1, "elapsed": elapsed, "idle": idle,
+            "lag": _EMPTY_HIST, "busy": _EMPTY_HIST, "stall_threshold": 0.0,
+            "note": None, "thread_name": "", "stalls": 0, "stall": _EMPTY_HIST}
+    snap.update(over)
+    return snap
+
+
+class FakeTop:
+    """What render() needs of a Top, over given LoopViews."""
+
+    def __init__(self, *views, pid=None):
+        self.pid = os.getpid() if pid is None else pid
+        self.stall_threshold = 0.1
+        self.errors = []
+        self._views = views
+
+    def rows(self):
+        return [view.row(self.stall_threshold) for view in self._views]
+
+
+def test_idle_loop_never_shows_negative_utilization():
+    # Idle read a nanosecond above elapsed (the two words are read apart):
+    # 0.0%, never -0.0%.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 9.0))
+    view.sample(fake_read(100.3, 10.3, 9.300000001))
+    row = view.row(0.1)
+    assert row["util"] == 0.0
+    lines = top.render(FakeTop(view), 0.3)
+    assert "-0.0%" not in "\n".join(lines)
+    assert "  0.0%" in _row_text(lines)
+
+
+def _row_text(lines):
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("LOOP"))
+    return lines[header + 1]
