@@ -85,6 +85,10 @@ def test_blocking_sleep_in_a_coroutine_is_reported_with_its_line(mloop):
     report = reports[0]
     assert 0.2 <= report.duration < 0.2 + 0.05 + 0.1
     assert "endpoint" in report.callback and report.callback.startswith("<Task")
+    # Described while it stalls, not after it returned (the task pending,
+    # running at the line that blocks), as docs/telemetry.md shows it.
+    assert report.callback.startswith("<Task pending"), report.callback
+    assert f"running at {__file__}:{line_of('stall: sleep')}>" in report.callback
     # Sampled while blocked: the innermost frame is the sleep's line of
     # the coroutine, not the loop's.
     assert frames(report)[-1] == (__file__, line_of("stall: sleep"), "endpoint")
