@@ -36,6 +36,11 @@ class TopError(Exception):
     """What top tells the user and exits with status 1 on."""
 
 
+class TargetGone(Exception):
+    """The process watched exited, or closed its loops: top says so and
+    ends (status 0)."""
+
+
 def _check_build():
     if not page_reader.TELEMETRY:
         raise NotImplementedError(
@@ -67,6 +72,16 @@ def find_pages(pid):
         if link.startswith(PAGE_LINK):
             found[int(name)] = path
     return found
+
+
+def _exited(pid):
+    """Whether `pid` is gone or a zombie (exited, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # "pid (comm) state ...": comm may hold spaces and parentheses.
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def _percentile(deltas, count, p, high):
@@ -183,10 +198,16 @@ class Top:
         self.stall_threshold = stall
         self.views = {}   # fd -> LoopView
         self.errors = []
+        self.seen = False   # a loop was shown: its going is an end, not an error
 
     def scan(self):
         """Map pages that appeared, forget those gone; sample them all."""
-        found = find_pages(self.pid)
+        try:
+            found = find_pages(self.pid)
+        except TopError:
+            if self.seen and _exited(self.pid):
+                raise TargetGone(f"process {self.pid} exited") from None
+            raise
         for fd in list(self.views):
             if fd not in found:
                 self.views.pop(fd).page.close()
@@ -211,6 +232,12 @@ class Top:
                 self.views.pop(fd).page.close()
                 continue
             view.sample(snap)
+        if self.views:
+            self.seen = True
+        elif self.seen and not self.errors:
+            if _exited(self.pid):
+                raise TargetGone(f"process {self.pid} exited")
+            raise TargetGone(f"process {self.pid}: its loops closed")
         if not self.views and not self.errors:
             raise TopError(
                 f"no minloop loops in pid {self.pid} (none made yet, or its minloop "
@@ -344,6 +371,10 @@ def run(pid, interval=1.0, stall=0.1, once=False, out=sys.stdout):
                 out.write("\x1b[?25h")
                 out.flush()
     except KeyboardInterrupt:
+        return 0
+    except TargetGone as exc:
+        out.write(f"minloop top: {exc}\n")
+        out.flush()
         return 0
     finally:
         top.close()

@@ -434,3 +434,56 @@ def test_idle_loop_never_shows_negative_utilization():
 def _row_text(lines):
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("LOOP"))
     return lines[header + 1]
+
+
+CHILD = textwrap.dedent("""
+    import asyncio, os, sys
+    import minloop
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        print("ready", flush=True)
+        # "close": end this loop and live on, loopless; "exit": end.
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if line.strip() == "exit":
+            print("closed", flush=True)
+            os._exit(0)   # the loop still open: its page goes with the process
+        return line.strip()
+
+    what = minloop.run(main())
+    print("closed", flush=True)
+    if what == "close":
+        sys.stdin.readline()
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "close"])
+def test_top_ends_cleanly_when_the_process_exits_or_closes_its_loops(tmp_path, how):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "minloop", "top", str(child.pid), "--interval", "0.1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Its first frame: it has seen the loop.
+        for line in watcher.stdout:
+            if line.lstrip().startswith("LOOP"):
+                break
+        child.stdin.write(how + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "closed\n"
+        out, err = watcher.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+        for f in (child.stdin, child.stdout):
+            if not f.closed:
+                f.close()
+    assert watcher.returncode == 0, err
+    assert "no minloop loops" not in out + err
+    expected = (f"process {child.pid} exited" if how == "exit"
+                else f"process {child.pid}: its loops closed")
+    assert out.rstrip().splitlines()[-1] == f"minloop top: {expected}", out
