@@ -74,7 +74,7 @@ async def serve_and_load(mode, args):
     job = asyncio.ensure_future(periodic_job(stop))
     loop = asyncio.get_running_loop()
     loop.lag.reset()
-    loop.iteration_time.reset()
+    loop.busy_time.reset()
     before = loop.utilization()
     wrk = await asyncio.create_subprocess_exec(
         args.wrk, "-t1", f"-c{args.connections}", f"-d{args.duration}s",
@@ -84,7 +84,7 @@ async def serve_and_load(mode, args):
     result = {
         "mode": mode,
         "lag": loop.lag.snapshot(),
-        "busy": loop.iteration_time.snapshot(),
+        "busy": loop.busy_time.snapshot(),
         "utilization": used.utilization,
         "requests_per_s": parse_wrk(out.decode()),
     }
@@ -117,7 +117,7 @@ def draw(results, path, args):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    titles = {"lag": "timer lag (loop.lag)", "busy": "busy stretch between polls (loop.iteration_time)"}
+    titles = {"lag": "timer lag (loop.lag)", "busy": "busy stretch between polls (loop.busy_time)"}
     colors = {"healthy": "#2a7ab0", "blocking": "#c8442f"}
     for ax, key in zip(axes, ("lag", "busy")):
         for mode, result in results.items():

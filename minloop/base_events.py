@@ -34,6 +34,7 @@ from .pipes import WritePipeTransport as _WritePipeTransport
 from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
 from .stall import set_stall_handler as _set_stall_handler
+from .stall import set_stall_threshold as _set_stall_threshold
 
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
@@ -435,7 +436,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     # Debug flag management: compiled (LoopCore).
 
     # ------------------------------------------------------------------
-    # Beyond asyncio: telemetry (stats, utilization, lag, iteration_time)
+    # Beyond asyncio: telemetry (stats, utilization, lag, busy_time, stalls)
     # is compiled (LoopCore); the stall watchdog is stall.pyx's.
 
     def set_stall_handler(self, handler, threshold=0.1):
@@ -448,6 +449,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         (off by default; the thread ends).  Any thread may call this.
         """
         _set_stall_handler(self, handler, threshold)
+
+    def set_stall_threshold(self, threshold):
+        """Arm the stall watchdog at `threshold` seconds, keeping the handler
+        armed (if any): with none, stalls are only counted (loop.stalls,
+        the exporters' minloop_stalls_total and minloop_stall_seconds, top).
+        None disarms it.  Any thread may call this.
+        """
+        _set_stall_threshold(self, threshold)
 
 
 def new_event_loop() -> Loop:

@@ -19,7 +19,9 @@ own one reference to every handle they point to.
 import logging
 import os
 import sys
+import threading as _threading
 import time
+import warnings as _warnings
 import weakref
 
 
@@ -601,7 +603,8 @@ cdef class LoopCore:
             xt_store_int_release(&self._running, True)
             if MINLOOP_TELEMETRY:
                 tm_run_begin(self._tm, monotonic_now())
-                tm_page_run_by(tm_page_of(self._tm), PyThread_get_thread_ident())
+                if tm_page_run_by(tm_page_of(self._tm), PyThread_get_thread_ident()):
+                    _name_thread_in_page(self._tm)
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
             # Through the module on every run, as asyncio's loop does, not
@@ -996,11 +999,30 @@ cdef class LoopCore:
         return histogram_view(self, tm_lag(self._tm))
 
     @property
-    def iteration_time(self):
+    def busy_time(self):
         """The loop's busy stretches: from a poll's return to the next
-        poll's start, for polls that may block (a Histogram, in seconds)."""
-        _telemetry_built('iteration_time')
+        poll's start, for polls that may block (a Histogram, in seconds).
+        A stretch is as many iterations as run without a poll that may
+        block (the mean iteration: active time / iterations)."""
+        _telemetry_built('busy_time')
         return histogram_view(self, tm_busy(self._tm))
+
+    @property
+    def iteration_time(self):
+        """Deprecated: loop.busy_time, under the name it had (it never
+        measured one iteration)."""
+        _warnings.warn('loop.iteration_time is loop.busy_time: it measures busy '
+                       'stretches (from a poll that may block to the next), which '
+                       'span many iterations, not one', DeprecationWarning, stacklevel=2)
+        return self.busy_time
+
+    @property
+    def stalls(self):
+        """The stalls the watchdog found (loop.set_stall_handler() or
+        set_stall_threshold() armed), by duration (a Histogram, in seconds;
+        its count is the number of stalls)."""
+        _telemetry_built('stalls')
+        return histogram_view(self, tm_stall(self._tm))
 
     @property
     def _fd_events(self):
@@ -1326,6 +1348,16 @@ cdef class LoopCore:
 # step on 3.11); that entry matches it by identity.  call_soon_threadsafe
 # has the same signature and the same entry, which also makes no tuple
 # for a callback without arguments.
+
+cdef void _name_thread_in_page(tm_loop *tm) noexcept:
+    # The Python thread's name for `top` (src/telemetry_page.h), when a run
+    # begins on another thread than the last: rare, and off the hot path.
+    try:
+        name = _threading.current_thread().name.encode('utf-8', 'replace')
+    except BaseException:
+        return
+    tm_page_thread_name(tm_page_of(tm), name[:TM_THREAD_NAME - 1])
+
 
 cdef object _call_soon(object loop, object callback, object args, object context):
     """LoopCore.call_soon(callback, *args, context=None): its body, called

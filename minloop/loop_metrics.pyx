@@ -1,7 +1,7 @@
 # cython: freethreading_compatible=True
 """The objects a loop's telemetry is read through: loop.stats() gives a
 LoopStats, loop.utilization() a Utilization, loop.lag and
-loop.iteration_time a Histogram.
+loop.busy_time a Histogram.
 
 The numbers are the loop's own C state (src/telemetry.h, which says where
 each comes from and what it costs); these objects only copy them out.  Any
@@ -211,7 +211,7 @@ cdef class HistogramSnapshot:
 
 
 cdef class Histogram:
-    """One of a loop's histograms, live (loop.lag, loop.iteration_time):
+    """One of a loop's histograms, live (loop.lag, loop.busy_time):
     each attribute reads the counts afresh; snapshot() reads them once for
     several.  Fixed log-linear buckets, four per power of two, from about
     1 us (everything below is in the first) to 68.7 s (everything above is

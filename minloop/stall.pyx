@@ -18,7 +18,8 @@ from .includes cimport (MINLOOP_TELEMETRY, MINLOOP_SAMPLES_STACKS, stall_watch,
                         stall_now_ns, stall_init, stall_destroy, stall_after_fork,
                         stall_wait, stall_stop, stall_end, stall_still_in,
                         tm_callbacks, xt_load_int, xt_load_ulong, tm_page_of,
-                        tm_page_note, tm_page_stall_threshold, TM_NOTE_TEXT)
+                        tm_page_note, tm_page_stall_threshold, TM_NOTE_TEXT,
+                        tm_stall, tm_hist_record)
 from .handles cimport Handle
 from .loop cimport LoopCore
 
@@ -265,6 +266,12 @@ cdef class StallWatch:
         cdef uint64_t cb = tm_callbacks(self._loop._tm)
         if not stall_end(&self._w, cb, &since):
             return   # a flag of an earlier watch, or reported
+        # Counted by the loop as it returns, whatever the handler (if any)
+        # does: loop.stalls, the exporters' stall metrics, top.
+        tm_hist_record(tm_stall(self._loop._tm), <double>(end - since))
+        if self.handler is None:
+            self._sample = self._sample_callback = None
+            return   # armed to count only (set_stall_threshold)
         raw = callback = None
         if self._sample_of == cb:
             raw, callback = self._sample, self._sample_callback
@@ -286,21 +293,46 @@ cdef class StallWatch:
         self._loop.call_soon(self.handler, report)
 
 
+def set_stall_threshold(LoopCore loop, threshold):
+    """loop.set_stall_threshold()'s body (base_events.Loop): arm the
+    watchdog with the handler armed now, or none (stalls only counted)."""
+    if not MINLOOP_TELEMETRY:
+        _no_telemetry('set_stall_threshold')
+    if threshold is None:
+        _disarm(loop)
+        return
+    watch = loop._stall
+    _arm(loop, watch.handler if watch is not None else None, threshold)
+
+
 def set_stall_handler(LoopCore loop, handler, threshold):
     """loop.set_stall_handler()'s body (base_events.Loop)."""
     if not MINLOOP_TELEMETRY:
-        raise NotImplementedError(
-            "loop.set_stall_handler() is not available: this minloop was built "
-            "with MINLOOP_NO_TELEMETRY=1, which compiles out the callback count "
-            "its watchdog watches")
+        _no_telemetry('set_stall_handler')
     if handler is None:
-        old = loop._stall_swap(None)
-        tm_page_stall_threshold(tm_page_of(loop._tm), 0)
-        if old is not None:
-            old.stop()
+        _disarm(loop)
         return
     if not callable(handler):
         raise TypeError(f'A callable object or None is expected, got {handler!r}')
+    _arm(loop, handler, threshold)
+
+
+cdef _no_telemetry(str name):
+    raise NotImplementedError(
+        f"loop.{name}() is not available: this minloop was built "
+        "with MINLOOP_NO_TELEMETRY=1, which compiles out the callback count "
+        "its watchdog watches")
+
+
+cdef _disarm(LoopCore loop):
+    old = loop._stall_swap(None)
+    tm_page_stall_threshold(tm_page_of(loop._tm), 0)
+    if old is not None:
+        old.stop()
+
+
+cdef _arm(LoopCore loop, handler, threshold):
+    # handler None: count the stalls, report none.
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise TypeError(f'threshold should be a positive number, got {threshold!r}')
     if not (0 < threshold < math.inf):

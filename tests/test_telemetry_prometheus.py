@@ -133,8 +133,8 @@ def test_scrape_of_a_lagging_loop(server):
     assert below < lag.count
     # During the run: the same shape, read from the server's thread.
     assert during["minloop_lag_seconds"].type == "histogram"
-    busy = [s for s in during["minloop_iteration_time_seconds"].samples
-            if s.name == "minloop_iteration_time_seconds_sum"]
+    busy = [s for s in during["minloop_busy_time_seconds"].samples
+            if s.name == "minloop_busy_time_seconds_sum"]
     assert busy[0].value >= 0.05   # the block is a busy stretch
     util = samples(during["minloop_utilization"])[("minloop_utilization", label)]
     assert 0.0 < util <= 1.0

@@ -487,3 +487,77 @@ def test_top_ends_cleanly_when_the_process_exits_or_closes_its_loops(tmp_path, h
     expected = (f"process {child.pid} exited" if how == "exit"
                 else f"process {child.pid}: its loops closed")
     assert out.rstrip().splitlines()[-1] == f"minloop top: {expected}", out
+
+
+def _a_loop_run_in_a_thread(name):
+    """A closed-over loop, run once in a thread named `name`; (loop, page)."""
+    loop = minloop.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(asyncio.sleep(0),),
+                              name=name)
+    thread.start()
+    thread.join()
+    return loop, page_reader.Page(page_path(loop))
+
+
+def test_top_fits_the_terminal_and_names_the_python_thread():
+    loop, page = _a_loop_run_in_a_thread("worker-loop")
+    try:
+        view = top.LoopView(page, page.read())
+        view.sample(page.read())
+        fake = FakeTop(view)
+        # 80 columns: every figure's column is there, nothing is cut.
+        lines = top.render(fake, 1.0, width=80)
+        header = next(line for line in lines if line.lstrip().startswith("LOOP"))
+        for title in ("UTIL", "CB/s", "LAG p50", "p99", "max", "BUSY max", "READY",
+                      "TIMERS", "FDS"):
+            assert title in header
+        assert all(len(line) <= 80 for line in lines), lines
+        assert header.rstrip().endswith("FDS")
+        # 120 columns: the thread column, with Python's name for the thread
+        # (the OS's is "python" below 3.14).
+        lines = top.render(fake, 1.0, width=120)
+        assert all(len(line) <= 120 for line in lines), lines
+        assert "THREAD" in lines[3]
+        assert _row_text(lines).split()[2] == "worker-loop"
+        # A long command line is cut at the terminal's width, and says so.
+        fake.pid = os.getpid()
+        long = top._cmdline(os.getpid())
+        lines = top.render(fake, 1.0, width=40)
+        if len(f"minloop top  pid {fake.pid}  {long}") > 40:
+            assert len(lines[0]) == 40 and lines[0].endswith("...")
+        lines = top.render(fake, 1.0, width=1000)
+        assert lines[0].endswith(long)
+    finally:
+        page.close()
+        loop.close()
+
+
+def _hist_of(*values):
+    bounds = page_reader.bucket_bounds()
+    counts = [0] * len(bounds)
+    for v in values:
+        counts[next(i for i, b in enumerate(bounds) if v <= b)] += 1
+    return (tuple(counts), len(values), sum(values), min(values), max(values))
+
+
+def test_top_shows_the_stalls_of_each_interval():
+    # With the watchdog armed: its count, from the page, exact.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 5.0, stall_threshold=0.1))
+    view.sample(fake_read(101.0, 11.0, 5.5, stall_threshold=0.1,
+                          stall=_hist_of(0.2, 0.21)))
+    text = "\n".join(top.render(FakeTop(view), 1.0))
+    assert "2 stalls ended over the interval, the longest 0.21s" in text
+    # The next interval had none.
+    view.start_interval()
+    view.sample(fake_read(102.0, 12.0, 6.5, stall_threshold=0.1,
+                          stall=_hist_of(0.2, 0.21)))
+    assert "stall" not in "\n".join(top.render(FakeTop(view), 1.0)).split("LOOP")[1]
+    # Without it: the stalls top saw in its own samples (busy in one
+    # callback across samples 0.1 s apart), at least as long as seen.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 5.0), threshold=0.1)
+    for i in range(4):
+        view.sample(fake_read(100.1 + i / 10, 10.1 + i / 10, 5.0, sleeping=False,
+                              callbacks=11))
+    view.sample(fake_read(100.5, 10.5, 5.0))
+    text = "\n".join(top.render(FakeTop(view), 0.5))
+    assert "1 stall ended over the interval, the longest >= 0.30s (as sampled)" in text

@@ -9,7 +9,7 @@
 Needs opentelemetry-api and opentelemetry-sdk (`pip install
 "minloop[opentelemetry]"`); importing minloop does not import them.  Each
 collection (the reader's thread) reads the loop's telemetry (loop.stats(),
-loop.utilization(), loop.lag, loop.iteration_time) while the loop runs
+loop.utilization(), loop.lag, loop.busy_time, loop.stalls) while the loop runs
 (docs/threading.md, item 18); nothing is recorded in between, so the loop
 pays nothing for an exporter.
 
@@ -33,8 +33,16 @@ seconds.  Each instrument carries the attributes given (attributes=, e.g.
                                         counterpart: the loop keeps buckets,
                                         not squares)
   minloop's own
-    minloop.eventloop.iteration_time    histogram, s: busy time from a poll's
-                                        return to the next poll that may block
+    minloop.eventloop.busy_time         histogram, s: busy stretches, from a
+                                        poll's return to the next poll that
+                                        may block (many iterations; the mean
+                                        iteration: time{active} / iterations)
+    minloop.eventloop.stalls            counter: callbacks that ran for the
+                                        stall threshold or more (counted
+                                        while the watchdog is armed:
+                                        loop.set_stall_handler() or
+                                        set_stall_threshold())
+    minloop.eventloop.stall.duration    histogram, s: how long each ran
     minloop.eventloop.iterations        counter: loop iterations
     minloop.eventloop.callbacks         counter: callbacks run
     minloop.eventloop.polls             counter, {minloop.eventloop.poll.kind:
@@ -215,6 +223,8 @@ class _Exporter:
                     description=f"Timers {what}.")
         counter(PREFIX + "exceptions", [stat("exceptions")], unit="{exception}",
                 description="Reports to the loop's exception handler.")
+        counter(PREFIX + "stalls", [self._stalls], unit="{stall}",
+                description="Callbacks that ran for the stall threshold or more.")
         for name, now, most, unit in (("ready", "ready", "ready_max", "{callback}"),
                                       ("timers", "timers_live", "timers_max", "{timer}"),
                                       ("fds", "fds_watched", "fds_max", "{fd}")):
@@ -227,6 +237,9 @@ class _Exporter:
             return [Observation(getattr(s.loop.stats(), field), s.attributes)
                     for s in self._each()]
         return read
+
+    def _stalls(self, options):
+        return [Observation(s.loop.stalls.count, s.attributes) for s in self._each()]
 
     def _polls(self, options):
         found = []
@@ -307,11 +320,12 @@ class _Exporter:
         if not sources:
             return data
         ours = []
-        for name, description in (("delay", "How late timers fired (now - when())."),
-                                  ("iteration_time", "Busy time from a poll's return to "
-                                   "the next poll that may block.")):
-            found = [self._histogram(s, name, getattr(s.loop, "lag" if name == "delay"
-                                                      else name), now)
+        for name, attr, description in (
+                ("delay", "lag", "How late timers fired (now - when())."),
+                ("busy_time", "busy_time", "Busy stretches: from a poll's return to "
+                 "the next poll that may block."),
+                ("stall.duration", "stalls", "How long each stalled callback ran.")):
+            found = [self._histogram(s, name, getattr(s.loop, attr), now)
                      for s in sources]
             ours.append(Metric(name=PREFIX + name, description=description, unit="s",
                                data=Histogram(data_points=found, aggregation_temporality=

@@ -5,7 +5,7 @@
     prometheus_client.start_http_server(9000)
 
 Each scrape reads the loop's telemetry (loop.stats(), loop.utilization(),
-loop.lag, loop.iteration_time) from the scraping thread while the loop runs
+loop.lag, loop.busy_time, loop.stalls) from the scraping thread while the loop runs
 (docs/threading.md, item 18); nothing is recorded in between, so an unscraped
 collector costs nothing.  Times are in seconds.  The metrics, all under the
 `minloop_` prefix (another with namespace=), each with the collector's
@@ -22,6 +22,10 @@ constant labels (labels=, e.g. {"loop": "main"} for several loops):
     minloop_timers_fired_total          timers that came due and were queued
     minloop_timers_cancelled_total      timers cancelled before they came due
     minloop_exceptions_total            reports to the exception handler
+    minloop_stalls_total                callbacks that ran for the stall
+                                        threshold or more (counted while the
+                                        watchdog is armed: set_stall_handler()
+                                        or set_stall_threshold())
     minloop_idle_seconds_total          time blocked in the poller
     minloop_active_seconds_total        the rest of the time spent running
   gauges
@@ -39,8 +43,11 @@ constant labels (labels=, e.g. {"loop": "main"} for several loops):
   histograms (the loop's own buckets, one to one: four per power of two
   from 1.024e-06 to 68.7 s, then +Inf)
     minloop_lag_seconds                 how late each timer fired
-    minloop_iteration_time_seconds      busy time from a poll's return to the
-                                        next poll that may block
+    minloop_busy_time_seconds           busy stretches: from a poll's return
+                                        to the next poll that may block (many
+                                        iterations: the mean iteration is
+                                        rate(active) / rate(iterations))
+    minloop_stall_seconds               how long each stalled callback ran
 """
 
 import threading
@@ -186,5 +193,9 @@ class MinloopCollector:
         yield self._family(gauge, "fds", "fds watched now.", s.fds_watched)
         yield self._family(gauge, "fds_max", "The most fds watched at once.", s.fds_max)
         yield self._histogram("lag", "How late timers fired (now - when()).", loop.lag)
-        yield self._histogram("iteration_time", "Busy time from a poll's return to the "
-                              "next poll that may block.", loop.iteration_time)
+        yield self._histogram("busy_time", "Busy stretches: from a poll's return to "
+                              "the next poll that may block.", loop.busy_time)
+        stalls = loop.stalls
+        yield self._family(counter, "stalls", "Callbacks that ran for the stall "
+                           "threshold or more.", stalls.count)
+        yield self._histogram("stall", "How long each stalled callback ran.", stalls)
