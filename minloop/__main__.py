@@ -105,16 +105,20 @@ def _policy_line():
     return f"{cls.__module__}.{cls.__qualname__}, not minloop's"
 
 
-def _packages_line():
+# The exporters' packages (minloop.telemetry): a telemetry bug report needs them.
+_TELEMETRY_PACKAGES = ("prometheus_client", "opentelemetry-api", "opentelemetry-sdk")
+
+
+def _packages_line(names=_ASYNCIO_PACKAGES):
     from importlib import metadata
     found = []
-    for name in _ASYNCIO_PACKAGES:
+    for name in names:
         try:
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             pass
     if not found:
-        return "none installed (looked for " + ", ".join(_ASYNCIO_PACKAGES) + ")"
+        return "none installed (looked for " + ", ".join(names) + ")"
     return ", ".join(found)
 
 
@@ -140,6 +144,7 @@ def cmd_info(args):
         ("child exits", _child_exits_line()),
         ("policy", _policy_line()),
         ("packages", _packages_line()),
+        ("telemetry", _packages_line(_TELEMETRY_PACKAGES)),
     ]
     width = 13
     for key, value in lines:
