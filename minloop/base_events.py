@@ -34,6 +34,7 @@ from .pipes import WritePipeTransport as _WritePipeTransport
 from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
 from .stall import set_stall_handler as _set_stall_handler
+from .telemetry import environ as _telemetry_environ
 from .stall import set_stall_threshold as _set_stall_threshold
 
 _BaseEventLoop = _aio_base.BaseEventLoop
@@ -127,6 +128,14 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         self._unix_server_sockets = {}
         self._init_signals()
         self.set_debug(_aio_coroutines._is_debug_mode())
+        if os.environ.get(_telemetry_environ.STALL) or os.environ.get(_telemetry_environ.METRICS):
+            # Telemetry asked for from outside the program (python -m
+            # minloop run --stall/--metrics, or the variables themselves).
+            try:
+                _telemetry_environ.arm(self)
+            except BaseException:
+                self.close()
+                raise
 
     def __repr__(self):
         return (f'<{type(self).__name__} running={self.is_running()} '
