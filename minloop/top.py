@@ -12,6 +12,7 @@ loop's stall watchdog armed (loop.set_stall_handler), the stalled task and
 the line it is on come from the watchdog's note in the page.
 
     python -m minloop top PID [--interval 1.0] [--stall 0.1] [--once]
+    python -m minloop top PID --tasks      (Python 3.14+: minloop/top_tasks.py)
 
 --once prints one plain snapshot (the figures over one interval) and exits:
 for scripts and tests.  Linux only; the target must be the same user's (or
@@ -457,10 +458,16 @@ def main(argv=None):
                         help="show a callback running this long as a stall (default 0.1 s)")
     parser.add_argument("--once", action="store_true",
                         help="print one snapshot (over one interval) and exit")
+    parser.add_argument("--tasks", action="store_true",
+                        help="print the process's pending tasks, each with where it "
+                             "awaits, and exit (Python 3.14+: minloop/top_tasks.py)")
     args = parser.parse_args(argv)
     if not args.interval > 0 or not args.stall > 0:
         parser.error("--interval and --stall must be positive")
     try:
+        if args.tasks:
+            from . import top_tasks
+            return top_tasks.run(args.pid, sys.stdout)
         return run(args.pid, args.interval, args.stall, args.once)
     except TopError as exc:
         print(f"minloop top: {exc}", file=sys.stderr)
