@@ -88,4 +88,4 @@ def test_tasks_of_uvicorn_with_a_request_in_flight(tmp_path):
     assert row.split()[4] == "app"
     assert "pending" in row
     after = out.split(row, 1)[1]
-    assert "run_asgi" in after.splitlines()[0], out
+    assert "run_asgi" in after.lstrip("\n").splitlines()[0], out
