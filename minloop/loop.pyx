@@ -48,7 +48,7 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
                        forget_context_snapshot)
-from .loop_metrics cimport make_stats, make_utilization, histogram_view
+from .loop_metrics cimport make_stats, make_utilization, utilization_between, histogram_view
 from .fd_owners cimport transport_of
 
 
@@ -982,13 +982,19 @@ cdef class LoopCore:
         return make_stats(self._tm, &self._timers, &self._fd_table,
                           ring_len(&self._ready), monotonic_now())
 
-    def utilization(self, previous=None):
+    def utilization(self, previous=None, earlier=None):
         """Event-loop utilization, as Node's performance.eventLoopUtilization():
         of the time the loop has spent running (inside run_forever()), idle
         is the seconds blocked in the poller and active the rest, and
         utilization = active / (idle + active) (0.0 before any).  Given an
-        earlier result as `previous`, the same for the time since it."""
+        earlier result as `previous`, the same for the time since it; given
+        two, as Node's eventLoopUtilization(u1, u2), the same between them
+        (`previous` the later, `earlier` the earlier; no clock is read)."""
         _telemetry_built('utilization()')
+        if earlier is not None:
+            if previous is None:
+                raise TypeError('utilization(): earlier given without previous')
+            return utilization_between(previous, earlier)
         return make_utilization(self._tm, monotonic_now(), previous)
 
     @property

@@ -106,7 +106,8 @@ cdef class Utilization:
     `idle`: seconds the loop spent blocked in the poller; `active`: the rest
     of the time it spent running (inside run_forever()); `utilization`:
     active / (idle + active), 0.0 when both are 0.  Pass one as `previous`
-    to loop.utilization() for the figures since it was taken.
+    to loop.utilization() for the figures since it was taken, or two
+    (loop.utilization(later, earlier)) for those between them.
     """
 
     def __repr__(self):
@@ -117,8 +118,16 @@ cdef class Utilization:
 cdef Utilization make_utilization(tm_loop *tm, double now, object previous):
     cdef int64_t elapsed, idle_ns
     tm_read_clock(tm, now, &elapsed, &idle_ns)
-    cdef double idle = idle_ns / NS
-    cdef double active = (elapsed - idle_ns) / NS
+    return _utilization(idle_ns / NS, (elapsed - idle_ns) / NS, previous)
+
+
+cdef Utilization utilization_between(object later, object earlier):
+    """Node's eventLoopUtilization(u1, u2): from `earlier` to `later`, two
+    earlier results, with no clock read."""
+    return _utilization(<double>later.idle, <double>later.active, earlier)
+
+
+cdef Utilization _utilization(double idle, double active, object previous):
     if previous is not None:
         # Node's delta: any object with idle and active, in seconds.
         idle -= <double>previous.idle

@@ -176,6 +176,7 @@ def test_compiled_modules_need_no_glibc_newer_than_manylinux_2_17():
     assert not newer, newer
 
 
+@pytest.mark.timeout(300)   # a collection of the whole suite, beside other workers
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="README counts on Python 3.11")
 def test_readme_counts_the_core_tests_it_says():
     # README's "Running the tests" says how many core tests there are, on

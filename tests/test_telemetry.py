@@ -468,3 +468,59 @@ def test_build_flag_says_whether_telemetry_is_built():
                 use()
     finally:
         loop.close()
+
+
+def test_utilization_between_two_results(mloop):
+    # Node's eventLoopUtilization(u1, u2): the figures between two earlier
+    # results, later first, with no clock read.
+    u0 = mloop.utilization()
+
+    async def busy():
+        time.sleep(0.05)
+        await asyncio.sleep(0.05)
+
+    mloop.run_until_complete(busy())
+    u1 = mloop.utilization()
+    mloop.run_until_complete(busy())
+    u2 = mloop.utilization()
+    between = mloop.utilization(u2, u1)
+    assert between.idle == pytest.approx(u2.idle - u1.idle)
+    assert between.active == pytest.approx(u2.active - u1.active)
+    assert between.utilization == pytest.approx(
+        between.active / (between.active + between.idle))
+    assert mloop.utilization(u2, u1).active == between.active
+    assert mloop.utilization(u1, u0).active == pytest.approx(u1.active - u0.active)
+    with pytest.raises(TypeError, match="earlier given without previous"):
+        mloop.utilization(None, u1)
+
+
+def test_monitor_lag_sees_blocks_in_a_program_without_timers(mloop):
+    # A program of plain callbacks (a timer-less Protocol server's shape)
+    # blocked five times: no timer fell due, so loop.lag saw nothing.  With
+    # monitor_lag(), its probe timer's lateness shows each block.
+    def run_blocks():
+        done = mloop.create_future()
+
+        def block(n):
+            time.sleep(0.05)
+            if n:
+                mloop.call_soon(block, n - 1)
+            else:
+                done.set_result(None)
+        mloop.call_soon(block, 4)
+        mloop.run_until_complete(done)
+
+    run_blocks()
+    assert mloop.lag.count == 0
+    mloop.monitor_lag(0.01)
+    run_blocks()
+    # Each block began before or after the probe fell due: either way it
+    # fired at least 0.05 - 0.01 s late.
+    assert mloop.lag.count >= 1
+    assert mloop.lag.max >= 0.04
+    mloop.monitor_lag(None)
+    assert mloop.stats().timers_live == 0   # stopped: no timer left
+    with pytest.raises(ValueError, match="positive number"):
+        mloop.monitor_lag(0)
+    with pytest.raises(TypeError, match="positive number"):
+        mloop.monitor_lag("10ms")
