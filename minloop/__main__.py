@@ -6,6 +6,7 @@
     python -m minloop run [--stall S] [--metrics [HOST:]PORT] -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
     python -m minloop top PID [--interval S] [--stall S] [--once]
+    python -m minloop top PID --tasks   the process's tasks and their await points (3.14+)
 
 ``run`` executes an unmodified asyncio program as python would, with
 minloop's event loop policy installed first, so asyncio.run(),
