@@ -3,7 +3,7 @@ healthy, as minloop's own histograms see them.
 
 One uvicorn server (httptools) runs on minloop in this process, once per mode; `wrk` loads
 it for `--duration` seconds; then the loop's `lag` (how late timers fired) and
-`iteration_time` (busy stretch between polls) histograms are read and drawn, one curve per
+`busy_time` (busy stretch between polls) histograms are read and drawn, one curve per
 mode.  The server also runs a periodic job (`await asyncio.sleep(0.01)` in a loop, as a
 server's metrics flush or heartbeat does), so the lag histogram has timers to measure
 besides uvicorn's own.

@@ -349,9 +349,6 @@ def _fit(text, width):
     return text[:max(width - 3, 0)] + "..."
 
 
-HEADER = _line(_FULL, {title: title for title, _, _ in _FULL})
-
-
 def render(top, interval, color=False, width=None):
     """The lines of one frame (`width`: the terminal's columns; None: as
     wide as the figures need, for a pipe)."""

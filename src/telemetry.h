@@ -15,7 +15,7 @@
  *  - Time is read only where it is free.  A poll that may block (one with a
  *    timeout) is a syscall that sleeps: the two clock reads around it give
  *    the idle time (Node's event-loop utilization, ELU), and the busy time
- *    since the previous one's return (the iteration_time histogram).  The
+ *    since the previous one's return (the busy-time histogram, loop.busy_time).  The
  *    read before it is the one the loop already made to choose the timeout
  *    when a timer is pending; the read after it is the one the loop then
  *    uses to pop the due timers, whose lateness (now - when) fills the lag

@@ -260,7 +260,7 @@ def test_prometheus_sees_a_stalled_endpoint(path, scraped, prompt_threads):
 def test_sleep_drift_probe_for_comparison(loop):
     # The probe one writes where the loop keeps no figures (asyncio's) sees
     # the stall as a late wake-up.  On minloop the same stall is in the
-    # loop's own figures without a probe: iteration_time holds the busy
+    # loop's own figures without a probe: busy_time holds the busy
     # stretch itself; lag holds it too when a timer fell due during it (a
     # timer popped in the stall's own iteration is on time, though the task
     # it wakes resumes only after the stall: the probe's reading, not lag's).
