@@ -91,21 +91,22 @@ def test_uvicorn_with_no_code_change(tmp_path, how):
             pytest.fail("uvicorn did not start")
         base = f"http://127.0.0.1:{found.group(1)}"
         before = scrape(metrics)
-        assert before['minloop_stalls_total'] == 0
         assert get(base + "/fast") == "ok"
         assert get(base + "/block") == "ok"
         after = scrape(metrics)
     finally:
         server.terminate()
         _, err = server.communicate(timeout=60)
-    assert after["minloop_stalls_total"] == 1, after
-    assert after["minloop_stall_seconds_count"] == 1
-    assert after["minloop_stall_seconds_sum"] >= 0.2
-    assert after["minloop_stall_seconds_bucket"] == 1   # (the last: +Inf)
+    # The block: one stall more (a loaded machine may add one elsewhere,
+    # as uvicorn imports the app in a callback: hence the differences).
+    assert after["minloop_stalls_total"] >= before["minloop_stalls_total"] + 1, after
+    assert after["minloop_stall_seconds_count"] == after["minloop_stalls_total"]
+    assert after["minloop_stall_seconds_sum"] >= before["minloop_stall_seconds_sum"] + 0.2
+    assert after["minloop_stall_seconds_bucket"] == after["minloop_stalls_total"]  # (+Inf)
     # The log line (the asyncio logger): the task, the endpoint's line.
-    stall = [line for line in err.splitlines() if "Stall:" in line]
+    stall = [line for line in err.splitlines()
+             if "Stall:" in line and f"{tmp_path / 'app.py'}:{BLOCK_LINE} in app" in line]
     assert len(stall) == 1, err
-    assert f"{tmp_path / 'app.py'}:{BLOCK_LINE} in app" in stall[0]
     assert "by <Task pending name=" in stall[0]
 
 
