@@ -40,14 +40,23 @@ UNAVAILABLE = (
 _ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 
 
+def _lineno(frame):
+    # 3.14's FrameInfo has lineno; 3.15's a location (lineno, columns), or None.
+    if hasattr(frame, "lineno"):
+        return frame.lineno
+    location = getattr(frame, "location", None)
+    return location.lineno if location is not None else None
+
+
 def _where(frames):
     """'function file:line' of the innermost frame of the program's (not
     asyncio's), innermost first in `frames`."""
     if not frames:
         return "-"
     f = next((f for f in frames if not str(f.filename).startswith(_ASYNCIO_DIR)), frames[0])
-    if f.lineno:
-        return f"{f.funcname} {f.filename}:{f.lineno}"
+    lineno = _lineno(f)
+    if lineno:
+        return f"{f.funcname} {f.filename}:{lineno}"
     return f.funcname
 
 
