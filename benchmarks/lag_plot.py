@@ -3,7 +3,7 @@ healthy, as minloop's own histograms see them.
 
 One uvicorn server (httptools) runs on minloop in this process, once per mode; `wrk` loads
 it for `--duration` seconds; then the loop's `lag` (how late timers fired) and
-`iteration_time` (busy stretch between polls) histograms are read and drawn, one curve per
+`busy_time` (busy stretch between polls) histograms are read and drawn, one curve per
 mode.  The server also runs a periodic job (`await asyncio.sleep(0.01)` in a loop, as a
 server's metrics flush or heartbeat does), so the lag histogram has timers to measure
 besides uvicorn's own.
@@ -74,7 +74,7 @@ async def serve_and_load(mode, args):
     job = asyncio.ensure_future(periodic_job(stop))
     loop = asyncio.get_running_loop()
     loop.lag.reset()
-    loop.iteration_time.reset()
+    loop.busy_time.reset()
     before = loop.utilization()
     wrk = await asyncio.create_subprocess_exec(
         args.wrk, "-t1", f"-c{args.connections}", f"-d{args.duration}s",
@@ -84,7 +84,7 @@ async def serve_and_load(mode, args):
     result = {
         "mode": mode,
         "lag": loop.lag.snapshot(),
-        "busy": loop.iteration_time.snapshot(),
+        "busy": loop.busy_time.snapshot(),
         "utilization": used.utilization,
         "requests_per_s": parse_wrk(out.decode()),
     }
@@ -117,7 +117,7 @@ def draw(results, path, args):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    titles = {"lag": "timer lag (loop.lag)", "busy": "busy stretch between polls (loop.iteration_time)"}
+    titles = {"lag": "timer lag (loop.lag)", "busy": "busy stretch between polls (loop.busy_time)"}
     colors = {"healthy": "#2a7ab0", "blocking": "#c8442f"}
     for ax, key in zip(axes, ("lag", "busy")):
         for mode, result in results.items():

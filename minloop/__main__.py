@@ -2,10 +2,11 @@
 
     python -m minloop --version
     python -m minloop info              what a bug report needs: versions, build, poller...
-    python -m minloop run script.py [args...]
-    python -m minloop run -m module [args...]
+    python -m minloop run [--stall S] [--metrics [HOST:]PORT] script.py [args...]
+    python -m minloop run [--stall S] [--metrics [HOST:]PORT] -m module [args...]
     python -m minloop bench [--quick] [--json FILE] [--plot FILE.png] ...
     python -m minloop top PID [--interval S] [--stall S] [--once]
+    python -m minloop top PID --tasks   the process's tasks and their await points (3.14+)
 
 ``run`` executes an unmodified asyncio program as python would, with
 minloop's event loop policy installed first, so asyncio.run(),
@@ -107,16 +108,20 @@ def _policy_line():
     return f"{cls.__module__}.{cls.__qualname__}, not minloop's"
 
 
-def _packages_line():
+# The exporters' packages (minloop.telemetry): a telemetry bug report needs them.
+_TELEMETRY_PACKAGES = ("prometheus_client", "opentelemetry-api", "opentelemetry-sdk")
+
+
+def _packages_line(names=_ASYNCIO_PACKAGES):
     from importlib import metadata
     found = []
-    for name in _ASYNCIO_PACKAGES:
+    for name in names:
         try:
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             pass
     if not found:
-        return "none installed (looked for " + ", ".join(_ASYNCIO_PACKAGES) + ")"
+        return "none installed (looked for " + ", ".join(names) + ")"
     return ", ".join(found)
 
 
@@ -142,6 +147,7 @@ def cmd_info(args):
         ("child exits", _child_exits_line()),
         ("policy", _policy_line()),
         ("packages", _packages_line()),
+        ("telemetry", _packages_line(_TELEMETRY_PACKAGES)),
     ]
     width = 13
     for key, value in lines:
@@ -172,13 +178,20 @@ def build_parser():
     # since argparse would take the program's own options for ours.
     run = sub.add_parser(
         "run", help="run an asyncio program with minloop as its loop",
-        usage="python -m minloop run [-h] (-m MODULE | SCRIPT) [ARGS ...]",
+        usage="python -m minloop run [-h] [--stall SECONDS] [--metrics [HOST:]PORT] "
+              "(-m MODULE | SCRIPT) [ARGS ...]",
         description="Run a script (or -m MODULE) as python would, with minloop's "
                     "event loop policy installed, so asyncio.run(), asyncio.Runner() "
                     "and asyncio.new_event_loop() make minloop loops.",
         epilog="Everything after SCRIPT or -m MODULE is the program's, its options "
                "included. A program that picks its own loop (a loop_factory, "
                "uvloop.install(), uvicorn's --loop) keeps it; run says so on stderr.")
+    run.add_argument("--stall", metavar="SECONDS",
+                     help="log each callback that blocks a loop this long (the asyncio "
+                          "logger: the task and its line) and count it; sets MINLOOP_STALL")
+    run.add_argument("--metrics", metavar="[HOST:]PORT",
+                     help="export every loop's telemetry to Prometheus on this address "
+                          "(needs prometheus_client); sets MINLOOP_METRICS")
     run.add_argument("-m", dest="module", metavar="MODULE",
                      help="run a library module as a script, like python -m")
     run.add_argument("script", nargs="?", metavar="SCRIPT",

@@ -34,14 +34,41 @@ import types
 from . import _asyncio_compat
 
 
-def parse(argv, parser):
+# Our options that take a value, and the environment variable each sets
+# (minloop/telemetry/environ.py reads them as each loop is made).
+_TELEMETRY_OPTIONS = {'--stall': 'MINLOOP_STALL', '--metrics': 'MINLOOP_METRICS'}
+
+
+def parse(argv, parser, environ=None):
     """(module, script, the program's arguments) from what follows ``run``.
 
-    Only what comes before the program is ours (-h, -m MODULE, --); the
-    first other word is the script.  ``parser`` is run's argparse parser,
-    used for its help and its usage errors (status 2).
+    Only what comes before the program is ours (-h, -m MODULE, --,
+    --stall SECONDS, --metrics [HOST:]PORT); the first other word is the
+    script.  The telemetry options go into `environ` (a dict: the variables
+    to set).  ``parser`` is run's argparse parser, used for its help and its
+    usage errors (status 2).
     """
+    from .telemetry import environ as telemetry_environ
+    checks = {'--stall': telemetry_environ.parse_stall,
+              '--metrics': telemetry_environ.parse_metrics}
+    environ = {} if environ is None else environ
+    skip = 0
     for i, arg in enumerate(argv):
+        if skip:
+            skip -= 1
+            continue
+        name, eq, value = arg.partition('=')
+        if name in _TELEMETRY_OPTIONS:
+            if not eq:
+                if i + 1 == len(argv):
+                    parser.error(f'argument {name}: expected one argument')
+                value, skip = argv[i + 1], 1
+            try:
+                checks[name](value)
+            except ValueError as exc:
+                parser.error(f'argument {name}: {str(exc).partition(": ")[2]}')
+            environ[_TELEMETRY_OPTIONS[name]] = value
+            continue
         if arg == '-m':
             if i + 1 == len(argv):
                 parser.error('argument -m: expected one argument')
@@ -66,7 +93,11 @@ def parse(argv, parser):
 
 
 def main(argv, parser):
-    module, script, args = parse(argv, parser)
+    environ = {}
+    module, script, args = parse(argv, parser, environ)
+    # Through the environment, so that the processes the program starts (a
+    # server's workers) have them too.
+    os.environ.update(environ)
     from .policy import _install
     _install()
     watch_for_other_loops()

@@ -9,6 +9,7 @@ Python version exactly.
 """
 
 import asyncio
+import math
 import os
 import socket
 import ssl
@@ -34,6 +35,8 @@ from .pipes import WritePipeTransport as _WritePipeTransport
 from .selector_view import FdTableView as _FdTableView
 from .signals import SignalHandlingMixin
 from .stall import set_stall_handler as _set_stall_handler
+from .telemetry import environ as _telemetry_environ
+from .stall import set_stall_threshold as _set_stall_threshold
 
 _BaseEventLoop = _aio_base.BaseEventLoop
 _BaseSelectorEventLoop = _aio_selector.BaseSelectorEventLoop
@@ -109,7 +112,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
                  '_asyncgens', '_asyncgens_shutdown_called',
                  '_coroutine_origin_tracking_enabled',
                  '_coroutine_origin_tracking_saved_depth', '_unix_server_sockets',
-                 '_signal_handlers', '_ssock', '_csock')
+                 '_signal_handlers', '_ssock', '_csock', '_lag_probe')
 
     def __init__(self):
         self._task_factory = None
@@ -124,8 +127,17 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         # Listening Unix socket -> inode of its path, for the path's removal
         # when the server closes (3.13's create_unix_server(cleanup_socket=)).
         self._unix_server_sockets = {}
+        self._lag_probe = None   # monitor_lag()'s timer, while it runs
         self._init_signals()
         self.set_debug(_aio_coroutines._is_debug_mode())
+        if os.environ.get(_telemetry_environ.STALL) or os.environ.get(_telemetry_environ.METRICS):
+            # Telemetry asked for from outside the program (python -m
+            # minloop run --stall/--metrics, or the variables themselves).
+            try:
+                _telemetry_environ.arm(self)
+            except BaseException:
+                self.close()
+                raise
 
     def __repr__(self):
         return (f'<{type(self).__name__} running={self.is_running()} '
@@ -435,7 +447,7 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
     # Debug flag management: compiled (LoopCore).
 
     # ------------------------------------------------------------------
-    # Beyond asyncio: telemetry (stats, utilization, lag, iteration_time)
+    # Beyond asyncio: telemetry (stats, utilization, lag, busy_time, stalls)
     # is compiled (LoopCore); the stall watchdog is stall.pyx's.
 
     def set_stall_handler(self, handler, threshold=0.1):
@@ -448,6 +460,37 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
         (off by default; the thread ends).  Any thread may call this.
         """
         _set_stall_handler(self, handler, threshold)
+
+    def monitor_lag(self, resolution=0.01):
+        """Keep a timer due every `resolution` seconds (Node's
+        monitorEventLoopDelay), so that loop.lag sees a block even in a
+        program with no timers of its own: each firing records how late it
+        was.  None stops it.  Off by default, and off it costs nothing; on,
+        one timer and one callback per `resolution`.  Call it from the
+        loop's thread (or before the loop runs), as call_later.
+        """
+        if self._lag_probe is not None:
+            self._lag_probe.cancel()
+            self._lag_probe = None
+        if resolution is None:
+            return
+        if isinstance(resolution, bool) or not isinstance(resolution, (int, float)):
+            raise TypeError(f'resolution should be a positive number, got {resolution!r}')
+        if not 0 < resolution < math.inf:
+            raise ValueError(f'resolution should be a positive number, got {resolution!r}')
+        self._lag_probe = self.call_later(resolution, self._lag_tick, float(resolution))
+
+    def _lag_tick(self, resolution):
+        # Its lateness is recorded as it fires (telemetry.h); the next one.
+        self._lag_probe = self.call_later(resolution, self._lag_tick, resolution)
+
+    def set_stall_threshold(self, threshold):
+        """Arm the stall watchdog at `threshold` seconds, keeping the handler
+        armed (if any): with none, stalls are only counted (loop.stalls,
+        the exporters' minloop_stalls_total and minloop_stall_seconds, top).
+        None disarms it.  Any thread may call this.
+        """
+        _set_stall_threshold(self, threshold)
 
 
 def new_event_loop() -> Loop:

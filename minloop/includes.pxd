@@ -163,6 +163,8 @@ cdef extern from "telemetry.h" nogil:
     uint64_t tm_callbacks(const tm_loop *t)
     tm_histogram *tm_lag(tm_loop *t)
     tm_histogram *tm_busy(tm_loop *t)
+    tm_histogram *tm_stall(tm_loop *t)
+    void tm_hist_record(tm_histogram *h, double ns)
     void tm_hist_read(const tm_histogram *h, tm_hist_copy *out)
     void tm_hist_reset(tm_histogram *h)
     uint64_t tm_bucket_bound(unsigned i)
@@ -177,6 +179,7 @@ cdef extern from "telemetry_page.h" nogil:
         TM_PAGE_SHARED
         TM_PAGE_CLOSED
         TM_NOTE_TEXT
+        TM_THREAD_NAME
         TM_PAGE_SHAREABLE
     ctypedef struct tm_page:
         uint64_t loop_id
@@ -195,7 +198,9 @@ cdef extern from "telemetry_page.h" nogil:
     void tm_page_closed(tm_page *p, int *fd)
     void tm_page_free(tm_page *p, int *fd)
     void tm_page_after_fork(tm_page *p, int *fd)
-    void tm_page_run_by(tm_page *p, uint64_t key)
+    bint tm_page_run_by(tm_page *p, uint64_t key)
+    void tm_page_thread_name(tm_page *p, const char *name)
+    void tm_page_read_thread_name(const tm_page *p, char *name)
     void tm_page_note(tm_page *p, uint64_t callback_no, int64_t since,
                       const char *callback, const char *where)
     void tm_page_stall_threshold(tm_page *p, int64_t ns)

@@ -19,7 +19,9 @@ own one reference to every handle they point to.
 import logging
 import os
 import sys
+import threading as _threading
 import time
+import warnings as _warnings
 import weakref
 
 
@@ -46,7 +48,7 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        handle_cancel, handle_cancelled, handle_gc_seen,
                        PyObject_GC_Track,
                        forget_context_snapshot)
-from .loop_metrics cimport make_stats, make_utilization, histogram_view
+from .loop_metrics cimport make_stats, make_utilization, utilization_between, histogram_view
 from .fd_owners cimport transport_of
 
 
@@ -604,7 +606,8 @@ cdef class LoopCore:
             xt_store_int_release(&self._running, True)
             if MINLOOP_TELEMETRY:
                 tm_run_begin(self._tm, monotonic_now())
-                tm_page_run_by(tm_page_of(self._tm), PyThread_get_thread_ident())
+                if tm_page_run_by(tm_page_of(self._tm), PyThread_get_thread_ident()):
+                    _name_thread_in_page(self._tm)
             _set_asyncgen_hooks(firstiter=self._asyncgen_firstiter_hook,
                                 finalizer=self._asyncgen_finalizer_hook)
             # Through the module on every run, as asyncio's loop does, not
@@ -982,13 +985,19 @@ cdef class LoopCore:
         return make_stats(self._tm, &self._timers, &self._fd_table,
                           ring_len(&self._ready), monotonic_now())
 
-    def utilization(self, previous=None):
+    def utilization(self, previous=None, earlier=None):
         """Event-loop utilization, as Node's performance.eventLoopUtilization():
         of the time the loop has spent running (inside run_forever()), idle
         is the seconds blocked in the poller and active the rest, and
         utilization = active / (idle + active) (0.0 before any).  Given an
-        earlier result as `previous`, the same for the time since it."""
+        earlier result as `previous`, the same for the time since it; given
+        two, as Node's eventLoopUtilization(u1, u2), the same between them
+        (`previous` the later, `earlier` the earlier; no clock is read)."""
         _telemetry_built('utilization()')
+        if earlier is not None:
+            if previous is None:
+                raise TypeError('utilization(): earlier given without previous')
+            return utilization_between(previous, earlier)
         return make_utilization(self._tm, monotonic_now(), previous)
 
     @property
@@ -999,11 +1008,30 @@ cdef class LoopCore:
         return histogram_view(self, tm_lag(self._tm))
 
     @property
-    def iteration_time(self):
+    def busy_time(self):
         """The loop's busy stretches: from a poll's return to the next
-        poll's start, for polls that may block (a Histogram, in seconds)."""
-        _telemetry_built('iteration_time')
+        poll's start, for polls that may block (a Histogram, in seconds).
+        A stretch is as many iterations as run without a poll that may
+        block (the mean iteration: active time / iterations)."""
+        _telemetry_built('busy_time')
         return histogram_view(self, tm_busy(self._tm))
+
+    @property
+    def iteration_time(self):
+        """Deprecated: loop.busy_time, under the name it had (it never
+        measured one iteration)."""
+        _warnings.warn('loop.iteration_time is loop.busy_time: it measures busy '
+                       'stretches (from a poll that may block to the next), which '
+                       'span many iterations, not one', DeprecationWarning, stacklevel=2)
+        return self.busy_time
+
+    @property
+    def stalls(self):
+        """The stalls the watchdog found (loop.set_stall_handler() or
+        set_stall_threshold() armed), by duration (a Histogram, in seconds;
+        its count is the number of stalls)."""
+        _telemetry_built('stalls')
+        return histogram_view(self, tm_stall(self._tm))
 
     @property
     def _fd_events(self):
@@ -1329,6 +1357,16 @@ cdef class LoopCore:
 # step on 3.11); that entry matches it by identity.  call_soon_threadsafe
 # has the same signature and the same entry, which also makes no tuple
 # for a callback without arguments.
+
+cdef void _name_thread_in_page(tm_loop *tm) noexcept:
+    # The Python thread's name for `top` (src/telemetry_page.h), when a run
+    # begins on another thread than the last: rare, and off the hot path.
+    try:
+        name = _threading.current_thread().name.encode('utf-8', 'replace')
+    except BaseException:
+        return
+    tm_page_thread_name(tm_page_of(tm), name[:TM_THREAD_NAME - 1])
+
 
 cdef object _call_soon(object loop, object callback, object args, object context):
     """LoopCore.call_soon(callback, *args, context=None): its body, called

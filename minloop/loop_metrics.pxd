@@ -31,4 +31,5 @@ cdef class Histogram:
 cdef LoopStats make_stats(tm_loop *tm, timer_heap *heap, fd_table *fdt,
                           size_t ready, double now)
 cdef Utilization make_utilization(tm_loop *tm, double now, object previous)
+cdef Utilization utilization_between(object later, object earlier)
 cdef Histogram histogram_view(object loop, tm_histogram *h)

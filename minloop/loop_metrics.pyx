@@ -1,7 +1,7 @@
 # cython: freethreading_compatible=True
 """The objects a loop's telemetry is read through: loop.stats() gives a
 LoopStats, loop.utilization() a Utilization, loop.lag and
-loop.iteration_time a Histogram.
+loop.busy_time a Histogram.
 
 The numbers are the loop's own C state (src/telemetry.h, which says where
 each comes from and what it costs); these objects only copy them out.  Any
@@ -106,7 +106,8 @@ cdef class Utilization:
     `idle`: seconds the loop spent blocked in the poller; `active`: the rest
     of the time it spent running (inside run_forever()); `utilization`:
     active / (idle + active), 0.0 when both are 0.  Pass one as `previous`
-    to loop.utilization() for the figures since it was taken.
+    to loop.utilization() for the figures since it was taken, or two
+    (loop.utilization(later, earlier)) for those between them.
     """
 
     def __repr__(self):
@@ -117,8 +118,16 @@ cdef class Utilization:
 cdef Utilization make_utilization(tm_loop *tm, double now, object previous):
     cdef int64_t elapsed, idle_ns
     tm_read_clock(tm, now, &elapsed, &idle_ns)
-    cdef double idle = idle_ns / NS
-    cdef double active = (elapsed - idle_ns) / NS
+    return _utilization(idle_ns / NS, (elapsed - idle_ns) / NS, previous)
+
+
+cdef Utilization utilization_between(object later, object earlier):
+    """Node's eventLoopUtilization(u1, u2): from `earlier` to `later`, two
+    earlier results, with no clock read."""
+    return _utilization(<double>later.idle, <double>later.active, earlier)
+
+
+cdef Utilization _utilization(double idle, double active, object previous):
     if previous is not None:
         # Node's delta: any object with idle and active, in seconds.
         idle -= <double>previous.idle
@@ -211,7 +220,7 @@ cdef class HistogramSnapshot:
 
 
 cdef class Histogram:
-    """One of a loop's histograms, live (loop.lag, loop.iteration_time):
+    """One of a loop's histograms, live (loop.lag, loop.busy_time):
     each attribute reads the counts afresh; snapshot() reads them once for
     several.  Fixed log-linear buckets, four per power of two, from about
     1 us (everything below is in the first) to 68.7 s (everything above is

@@ -14,7 +14,8 @@ from libc.stdint cimport int64_t, uint64_t, uint32_t
 from libc.string cimport memcpy
 from posix.mman cimport mmap, munmap, PROT_READ, MAP_SHARED, MAP_FAILED
 
-from .includes cimport (MINLOOP_TELEMETRY, TM_BUCKETS, TM_NOTE_TEXT, TM_PAGE_CLOSED,
+from .includes cimport (MINLOOP_TELEMETRY, TM_BUCKETS, TM_NOTE_TEXT, TM_THREAD_NAME,
+                        TM_PAGE_CLOSED, tm_page_read_thread_name, tm_stall,
                         TM_PAGE_SHAREABLE, tm_loop, tm_page, tm_state, tm_counters, tm_hist_copy,
                         tm_page_check, tm_read_state, tm_page_read_note, tm_read_counters,
                         tm_read_clock, tm_read_held, tm_hist_read, tm_lag, tm_busy, tm_bucket_bound,
@@ -106,7 +107,8 @@ cdef class Page:
         cdef const tm_page *p = self._p
         cdef tm_state st
         cdef tm_counters c
-        cdef tm_hist_copy lag, busy
+        cdef tm_hist_copy lag, busy, stall
+        cdef char thread_name[TM_THREAD_NAME]
         cdef int64_t elapsed, idle, note_since = 0
         cdef uint64_t note_no = 0
         cdef char note_cb[TM_NOTE_TEXT]
@@ -121,6 +123,8 @@ cdef class Page:
         tm_read_clock(&p.tm, now, &elapsed, &idle)
         tm_hist_read(tm_lag(<tm_loop *>&p.tm), &lag)
         tm_hist_read(tm_busy(<tm_loop *>&p.tm), &busy)
+        tm_hist_read(tm_stall(<tm_loop *>&p.tm), &stall)
+        tm_page_read_thread_name(p, thread_name)
         note_ok = tm_page_read_note(p, &note_no, &note_since, note_cb, note_where)
         return {
             'time': now,
@@ -128,6 +132,7 @@ cdef class Page:
             'interp': p.interp,
             'pid': p.pid,
             'tid': p.tid,
+            'thread_name': thread_name.decode('utf-8', 'replace'),
             'closed': bool(p.flags & TM_PAGE_CLOSED),
             'running': st.run_since != 0,
             'sleeping': st.sleep_since != 0,
@@ -145,6 +150,7 @@ cdef class Page:
             'idle': idle / NS,
             'lag': _hist(&lag),
             'busy': _hist(&busy),
+            'stall': _hist(&stall),
             'stall_threshold': p.stall_threshold_ns / NS,
             'note': ((note_no, note_since / NS,
                       note_cb.decode('utf-8', 'replace'),

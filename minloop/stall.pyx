@@ -18,7 +18,8 @@ from .includes cimport (MINLOOP_TELEMETRY, MINLOOP_SAMPLES_STACKS, stall_watch,
                         stall_now_ns, stall_init, stall_destroy, stall_after_fork,
                         stall_wait, stall_stop, stall_end, stall_still_in,
                         tm_callbacks, xt_load_int, xt_load_ulong, tm_page_of,
-                        tm_page_note, tm_page_stall_threshold, TM_NOTE_TEXT)
+                        tm_page_note, tm_page_stall_threshold, TM_NOTE_TEXT,
+                        tm_stall, tm_hist_record)
 from .handles cimport Handle
 from .loop cimport LoopCore
 
@@ -56,7 +57,9 @@ cdef class StallReport:
 
     duration: seconds it ran (never less: it may be longer by up to a
         quarter of the threshold, at most 20 ms);
-    callback: the repr of the callback, or for a Task's step the task's;
+    callback: the repr of the task running, taken during the stall (as
+        `stack` is: `<Task pending ... running at app.py:12>`), or, for a
+        plain callback or where no sample was taken, the callback's repr;
     stack: the loop thread's Python stack sampled during the stall, a
         traceback.StackSummary (innermost last: the line that blocked), or
         empty when no sample could be taken (a call holding the GIL that
@@ -114,6 +117,7 @@ cdef class StallWatch:
     # (filename, lineno, name) tuples, innermost last.
     cdef uint64_t _sample_of
     cdef object _sample
+    cdef object _sample_callback   # the current task's repr then, or None
     # Collections on the loop's thread: (start_ns, end_ns), most recent last.
     cdef object _gc_spans
     cdef int64_t _gc_start
@@ -205,25 +209,28 @@ cdef class StallWatch:
             code = frame.f_code
             raw.append((code.co_filename, frame.f_lineno, code.co_name))
             frame = frame.f_back
+        # The task as it stalls (`running at` the line it blocks on): after
+        # the callback returns it would be another state and line.  A plain
+        # callback has no task: its handle's repr, taken as it ends, says
+        # as much.
+        try:
+            task = _aio_tasks.current_task(self._loop)
+            callback = repr(task) if task is not None else None
+        except Exception:
+            callback = None
         if not stall_still_in(&self._w, cb):
             return
         raw.reverse()
         self._sample = raw
+        self._sample_callback = callback
         self._sample_of = cb
-        self._note(cb, raw)
+        self._note(cb, raw, callback or '')
 
-    cdef _note(self, uint64_t cb, list raw):
+    cdef _note(self, uint64_t cb, list raw, str callback):
         # For `python -m minloop top` (src/telemetry_page.h): what stalls
         # and where, in the loop's page, while it lasts.  The GIL is held:
-        # one writer.  The task is asyncio's current one for the loop (a
-        # plain callback has none); its repr may run on after the callback
-        # ended: the note names the callback by number, so top shows it
-        # only while that one runs.
-        try:
-            task = _aio_tasks.current_task(self._loop)
-            callback = repr(task) if task is not None else ''
-        except Exception:
-            callback = ''
+        # one writer.  The note names the callback by number, so top shows
+        # it only while that one runs.
         where = ''
         if raw:
             where = '%s:%d in %s' % raw[-1]
@@ -259,11 +266,19 @@ cdef class StallWatch:
         cdef uint64_t cb = tm_callbacks(self._loop._tm)
         if not stall_end(&self._w, cb, &since):
             return   # a flag of an earlier watch, or reported
-        raw = self._sample if self._sample_of == cb else None
-        self._sample = None
+        # Counted by the loop as it returns, whatever the handler (if any)
+        # does: loop.stalls, the exporters' stall metrics, top.
+        tm_hist_record(tm_stall(self._loop._tm), <double>(end - since))
+        if self.handler is None:
+            self._sample = self._sample_callback = None
+            return   # armed to count only (set_stall_threshold)
+        raw = callback = None
+        if self._sample_of == cb:
+            raw, callback = self._sample, self._sample_callback
+        self._sample = self._sample_callback = None
         try:
             report = StallReport(
-                (end - since) / 1e9, _describe(handle),
+                (end - since) / 1e9, callback or _describe(handle),
                 traceback.StackSummary.from_list(
                     [_FrameSummary(f, n, name, lookup_line=False)
                      for f, n, name in raw or ()]),
@@ -278,21 +293,46 @@ cdef class StallWatch:
         self._loop.call_soon(self.handler, report)
 
 
+def set_stall_threshold(LoopCore loop, threshold):
+    """loop.set_stall_threshold()'s body (base_events.Loop): arm the
+    watchdog with the handler armed now, or none (stalls only counted)."""
+    if not MINLOOP_TELEMETRY:
+        _no_telemetry('set_stall_threshold')
+    if threshold is None:
+        _disarm(loop)
+        return
+    watch = loop._stall
+    _arm(loop, watch.handler if watch is not None else None, threshold)
+
+
 def set_stall_handler(LoopCore loop, handler, threshold):
     """loop.set_stall_handler()'s body (base_events.Loop)."""
     if not MINLOOP_TELEMETRY:
-        raise NotImplementedError(
-            "loop.set_stall_handler() is not available: this minloop was built "
-            "with MINLOOP_NO_TELEMETRY=1, which compiles out the callback count "
-            "its watchdog watches")
+        _no_telemetry('set_stall_handler')
     if handler is None:
-        old = loop._stall_swap(None)
-        tm_page_stall_threshold(tm_page_of(loop._tm), 0)
-        if old is not None:
-            old.stop()
+        _disarm(loop)
         return
     if not callable(handler):
         raise TypeError(f'A callable object or None is expected, got {handler!r}')
+    _arm(loop, handler, threshold)
+
+
+cdef _no_telemetry(str name):
+    raise NotImplementedError(
+        f"loop.{name}() is not available: this minloop was built "
+        "with MINLOOP_NO_TELEMETRY=1, which compiles out the callback count "
+        "its watchdog watches")
+
+
+cdef _disarm(LoopCore loop):
+    old = loop._stall_swap(None)
+    tm_page_stall_threshold(tm_page_of(loop._tm), 0)
+    if old is not None:
+        old.stop()
+
+
+cdef _arm(LoopCore loop, handler, threshold):
+    # handler None: count the stalls, report none.
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise TypeError(f'threshold should be a positive number, got {threshold!r}')
     if not (0 < threshold < math.inf):

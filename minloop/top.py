@@ -12,6 +12,7 @@ loop's stall watchdog armed (loop.set_stall_handler), the stalled task and
 the line it is on come from the watchdog's note in the page.
 
     python -m minloop top PID [--interval 1.0] [--stall 0.1] [--once]
+    python -m minloop top PID --tasks      (Python 3.14+: minloop/top_tasks.py)
 
 --once prints one plain snapshot (the figures over one interval) and exits:
 for scripts and tests.  Linux only; the target must be the same user's (or
@@ -34,6 +35,11 @@ _BOUNDS = page_reader.bucket_bounds()
 
 class TopError(Exception):
     """What top tells the user and exits with status 1 on."""
+
+
+class TargetGone(Exception):
+    """The process watched exited, or closed its loops: top says so and
+    ends (status 0)."""
 
 
 def _check_build():
@@ -67,6 +73,16 @@ def find_pages(pid):
         if link.startswith(PAGE_LINK):
             found[int(name)] = path
     return found
+
+
+def _exited(pid):
+    """Whether `pid` is gone or a zombie (exited, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # "pid (comm) state ...": comm may hold spaces and parentheses.
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def _percentile(deltas, count, p, high):
@@ -106,23 +122,35 @@ def _interval_hist(new, old):
 class LoopView:
     """One loop's page and what top remembers of it."""
 
-    def __init__(self, page, first):
+    def __init__(self, page, first, threshold=0.1):
         self.page = page
         self.first = first          # the read the interval starts from
         self.last = first
+        self.threshold = threshold
         self.key = None             # (callbacks, iterations, clock seq) while busy
         self.stuck_since = None     # first read that saw `key`
+        # Stalls top saw end in the interval (sampled: at least this long).
+        self.ended = []
 
     def sample(self, snap):
         key = (snap["callbacks"], snap["iterations"], snap["clock_seq"])
         busy = snap["running"] and not snap["sleeping"]
         if busy and key == self.key:
             pass
-        elif busy:
-            self.key, self.stuck_since = key, snap["time"]
         else:
-            self.key = self.stuck_since = None
+            if self.stuck_since is not None:
+                seen = self.last["time"] - self.stuck_since
+                if seen >= self.threshold:
+                    self.ended.append(seen)
+            if busy:
+                self.key, self.stuck_since = key, snap["time"]
+            else:
+                self.key = self.stuck_since = None
         self.last = snap
+
+    def start_interval(self):
+        self.first = self.last
+        self.ended = []
 
     def stall(self, threshold):
         """(seconds at least, exact?, callback, where) of the callback the
@@ -144,7 +172,10 @@ class LoopView:
         a, b = self.first, self.last
         dt = b["time"] - a["time"]
         elapsed = b["elapsed"] - a["elapsed"]
-        active = elapsed - (b["idle"] - a["idle"])
+        # The idle and elapsed words are read a few instructions apart: on an
+        # idle loop idle may come out a hair above elapsed, which would print
+        # as -0.0%.
+        active = min(max(elapsed - (b["idle"] - a["idle"]), 0.0), elapsed)
         if not b["running"] and elapsed <= 0:
             util = None
         else:
@@ -159,8 +190,16 @@ class LoopView:
             state, busy_now = "stopped", 0.0
         if b["closed"]:
             state = "closed"
+        if b["stall_threshold"]:
+            # The watchdog counts each stall as it ends, timed exactly.
+            stalls = _interval_hist(b["stall"], a["stall"])
+            stalls = (stalls[0], stalls[3], True)
+        else:
+            stalls = (len(self.ended), max(self.ended, default=0.0), False)
         return {
             "loop": _loop_label(b["interp"], b["loop_id"]), "tid": b["tid"], "state": state,
+            "thread": b.get("thread_name") or "",
+            "stalls": stalls,
             "util": util,
             "cbs": (b["callbacks"] - a["callbacks"]) / dt if dt > 0 else 0.0,
             "lag": lag, "busy": busy, "busy_now": busy_now,
@@ -180,10 +219,16 @@ class Top:
         self.stall_threshold = stall
         self.views = {}   # fd -> LoopView
         self.errors = []
+        self.seen = False   # a loop was shown: its going is an end, not an error
 
     def scan(self):
         """Map pages that appeared, forget those gone; sample them all."""
-        found = find_pages(self.pid)
+        try:
+            found = find_pages(self.pid)
+        except TopError:
+            if self.seen and _exited(self.pid):
+                raise TargetGone(f"process {self.pid} exited") from None
+            raise
         for fd in list(self.views):
             if fd not in found:
                 self.views.pop(fd).page.close()
@@ -193,7 +238,7 @@ class Top:
             if view is None:
                 try:
                     page = Page(path)
-                    view = LoopView(page, page.read())
+                    view = LoopView(page, page.read(), self.stall_threshold)
                 except FileNotFoundError:
                     continue   # closed since the scan
                 except PageError as exc:
@@ -208,6 +253,12 @@ class Top:
                 self.views.pop(fd).page.close()
                 continue
             view.sample(snap)
+        if self.views:
+            self.seen = True
+        elif self.seen and not self.errors:
+            if _exited(self.pid):
+                raise TargetGone(f"process {self.pid} exited")
+            raise TargetGone(f"process {self.pid}: its loops closed")
         if not self.views and not self.errors:
             raise TopError(
                 f"no minloop loops in pid {self.pid} (none made yet, or its minloop "
@@ -215,7 +266,7 @@ class Top:
 
     def start_interval(self):
         for view in self.views.values():
-            view.first = view.last
+            view.start_interval()
 
     def rows(self):
         return [self.views[fd].row(self.stall_threshold)
@@ -260,28 +311,70 @@ def _cmdline(pid):
         return "?"
 
 
-HEADER = (f"{'LOOP':>6} {'TID':>7} {'THREAD':<15} {'STATE':<7} {'UTIL':>6} {'CB/s':>9} "
-          f"{'LAG p50':>8} {'p99':>8} {'max':>8} {'BUSY max':>9} {'READY':>6} "
-          f"{'TIMERS':>7} {'FDS':>5}")
+# The columns: (title, width, left-aligned), full and compact; render()
+# takes the widest layout that fits the terminal, dropping THREAD, then TID.
+_FULL = (("LOOP", 6, 0), ("TID", 7, 0), ("THREAD", 15, 1), ("STATE", 7, 1),
+         ("UTIL", 6, 0), ("CB/s", 9, 0), ("LAG p50", 8, 0), ("p99", 8, 0), ("max", 8, 0),
+         ("BUSY max", 9, 0), ("READY", 6, 0), ("TIMERS", 7, 0), ("FDS", 5, 0))
+_COMPACT = (("LOOP", 4, 0), ("TID", 7, 0), ("THREAD", 15, 1), ("STATE", 7, 1),
+            ("UTIL", 6, 0), ("CB/s", 7, 0), ("LAG p50", 7, 0), ("p99", 7, 0), ("max", 7, 0),
+            ("BUSY max", 8, 0), ("READY", 5, 0), ("TIMERS", 6, 0), ("FDS", 5, 0))
 
 
-def render(top, interval, color=False):
-    """The lines of one frame."""
+def _layouts():
+    yield _FULL
+    yield _COMPACT
+    yield tuple(c for c in _COMPACT if c[0] != "THREAD")
+    yield tuple(c for c in _COMPACT if c[0] not in ("THREAD", "TID"))
+
+
+def _layout(width):
+    if width is None:
+        return _FULL
+    for columns in _layouts():
+        if sum(w for _, w, _ in columns) + len(columns) - 1 <= width:
+            return columns
+    return columns
+
+
+def _line(columns, values):
+    return " ".join((f"{values[title][:w]:<{w}}" if left else f"{values[title]:>{w}}")
+                    for title, w, left in columns)
+
+
+def _fit(text, width):
+    """text cut to width with an ellipsis (whole where width is None)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[:max(width - 3, 0)] + "..."
+
+
+def render(top, interval, color=False, width=None):
+    """The lines of one frame (`width`: the terminal's columns; None: as
+    wide as the figures need, for a pipe)."""
     rows = top.rows()
     now = time.strftime("%H:%M:%S")
-    lines = [f"minloop top  pid {top.pid}  {_cmdline(top.pid)[:60]}",
+    columns = _layout(width)
+    lines = [_fit(f"minloop top  pid {top.pid}  {_cmdline(top.pid)}", width),
              f"{len(rows)} loop{'s' if len(rows) != 1 else ''}, over {interval:g}s,"
              f" stall: one callback for {top.stall_threshold:g}s+   {now}",
-             "", HEADER]
+             "", _line(columns, {title: title for title, _, _ in columns})]
     for r in rows:
         util = "-" if r["util"] is None else f"{r['util'] * 100:5.1f}%"
         lag_n, p50, p99, lmax = r["lag"]
-        lag = (f"{_ms(p50):>8} {_ms(p99):>8} {_ms(lmax):>8}" if lag_n
-               else f"{'-':>8} {'-':>8} {'-':>8}")
-        lines.append(
-            f"{r['loop']:>6} {r['tid'] or '-':>7} {_thread_name(top.pid, r['tid'])[:15]:<15} "
-            f"{r['state']:<7} {util:>6} {r['cbs']:>9.0f} {lag} {_ms(r['busy_max']):>9} "
-            f"{r['ready']:>6} {r['timers']:>7} {r['fds']:>5}")
+        lag = [_ms(p50), _ms(p99), _ms(lmax)] if lag_n else ["-", "-", "-"]
+        lines.append(_line(columns, {
+            "LOOP": r["loop"], "TID": str(r["tid"] or "-"),
+            "THREAD": r["thread"] or _thread_name(top.pid, r["tid"]),
+            "STATE": r["state"], "UTIL": util, "CB/s": f"{r['cbs']:.0f}",
+            "LAG p50": lag[0], "p99": lag[1], "max": lag[2],
+            "BUSY max": _ms(r["busy_max"]), "READY": str(r["ready"]),
+            "TIMERS": str(r["timers"]), "FDS": str(r["fds"])}))
+        count, longest, exact = r["stalls"]
+        if count:
+            lines.append(f"     {count} stall{'s' if count != 1 else ''} ended over the "
+                         f"interval, the longest {'' if exact else '>= '}{longest:.2f}s"
+                         + ("" if exact else " (as sampled)"))
         stall = r["stall"]
         if stall is not None:
             seconds, exact, callback, where = stall
@@ -327,9 +420,9 @@ def run(pid, interval=1.0, stall=0.1, once=False, out=sys.stdout):
                         break
                     time.sleep(min(period, left))
                     top.scan()
-                lines = render(top, interval, color=tty)
+                width = os.get_terminal_size(out.fileno()).columns if tty else None
+                lines = render(top, interval, color=tty, width=width)
                 if tty:
-                    width = os.get_terminal_size(out.fileno()).columns
                     out.write("\x1b[H" + "".join(line[:width] + "\x1b[K\n" for line in lines)
                               + "\x1b[J")
                 else:
@@ -341,6 +434,10 @@ def run(pid, interval=1.0, stall=0.1, once=False, out=sys.stdout):
                 out.write("\x1b[?25h")
                 out.flush()
     except KeyboardInterrupt:
+        return 0
+    except TargetGone as exc:
+        out.write(f"minloop top: {exc}\n")
+        out.flush()
         return 0
     finally:
         top.close()
@@ -358,10 +455,16 @@ def main(argv=None):
                         help="show a callback running this long as a stall (default 0.1 s)")
     parser.add_argument("--once", action="store_true",
                         help="print one snapshot (over one interval) and exit")
+    parser.add_argument("--tasks", action="store_true",
+                        help="print the process's pending tasks, each with where it "
+                             "awaits, and exit (Python 3.14+: minloop/top_tasks.py)")
     args = parser.parse_args(argv)
     if not args.interval > 0 or not args.stall > 0:
         parser.error("--interval and --stall must be positive")
     try:
+        if args.tasks:
+            from . import top_tasks
+            return top_tasks.run(args.pid, sys.stdout)
         return run(args.pid, args.interval, args.stall, args.once)
     except TopError as exc:
         print(f"minloop top: {exc}", file=sys.stderr)

@@ -1,5 +1,6 @@
 /* telemetry: what a loop counts and times about itself, at no cost it would
- * notice (loop.stats(), loop.utilization(), loop.lag, loop.iteration_time;
+ * notice (loop.stats(), loop.utilization(), loop.lag, loop.busy_time,
+ * loop.stalls;
  * minloop/loop_metrics.pyx makes the Python objects).
  *
  * Where each number comes from
@@ -14,7 +15,7 @@
  *  - Time is read only where it is free.  A poll that may block (one with a
  *    timeout) is a syscall that sleeps: the two clock reads around it give
  *    the idle time (Node's event-loop utilization, ELU), and the busy time
- *    since the previous one's return (the iteration_time histogram).  The
+ *    since the previous one's return (the busy-time histogram, loop.busy_time).  The
  *    read before it is the one the loop already made to choose the timeout
  *    when a timer is pending; the read after it is the one the loop then
  *    uses to pop the due timers, whose lateness (now - when) fills the lag
@@ -241,6 +242,10 @@ typedef struct {
      * callback it found stalled, which an armed loop looks for as each
      * callback returns (tm_stalled). */
     uint64_t stall_flag;
+    /* The stalls it found, by duration (its count: the stalls), recorded
+     * by the loop's thread as each stalled callback returns (stall.pyx),
+     * whatever the handler does. */
+    tm_histogram stall;
 #endif
 } tm_loop;
 
@@ -252,6 +257,7 @@ static inline void tm_init(tm_loop *t)
 #if MINLOOP_TELEMETRY
     tm_hist_init(&t->lag);
     tm_hist_init(&t->busy);
+    tm_hist_init(&t->stall);
 #endif
 }
 
@@ -466,6 +472,16 @@ static inline tm_histogram *tm_busy(tm_loop *t)
 {
 #if MINLOOP_TELEMETRY
     return &t->busy;
+#else
+    (void)t;
+    return NULL;
+#endif
+}
+
+static inline tm_histogram *tm_stall(tm_loop *t)
+{
+#if MINLOOP_TELEMETRY
+    return &t->stall;
 #else
     (void)t;
     return NULL;

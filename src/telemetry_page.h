@@ -71,7 +71,8 @@
 
 #define TM_PAGE_NAME "minloop-loop"
 #define TM_PAGE_MAGIC 0x65676170706f6f6cULL   /* "loopage" */
-#define TM_PAGE_VERSION 1
+#define TM_PAGE_VERSION 2
+#define TM_THREAD_NAME 64
 #define TM_NOTE_TEXT 240
 
 /* flags */
@@ -95,6 +96,8 @@ typedef struct {
     int32_t interp;           /* the interpreter that made it (0: the main one); its
                                * loops are numbered apart from other interpreters' */
     uint64_t thread_key;      /* pthread_self() behind tid (its cache) */
+    /* The Python thread's name (threading's), as of the same change. */
+    char thread_name[TM_THREAD_NAME];
     /* The stall watchdog's note (stall.pyx, holding the GIL: one writer),
      * under note_seq (odd while written): the callback it flagged, by its
      * number in tm.callbacks, when it began at the earliest (monotonic
@@ -259,17 +262,38 @@ static inline void tm_page_after_fork(tm_page *p, int *fd)
 }
 
 /* run_forever() begins on the thread `key` (pthread_self()): its kernel
- * tid, asked only when the thread differs from the last run's. */
-static inline void tm_page_run_by(tm_page *p, uint64_t key)
+ * tid, asked only when the thread differs from the last run's.  1 if it
+ * does: the loop then names the thread (tm_page_thread_name). */
+static inline int tm_page_run_by(tm_page *p, uint64_t key)
 {
 #if TM_PAGE_SHAREABLE
     if (p->thread_key != key) {
         p->thread_key = key;
         TM_STORE(p->tid, (int32_t)syscall(SYS_gettid));
+        return 1;
     }
 #else
     (void)p; (void)key;
 #endif
+    return 0;
+}
+
+/* The loop's thread.  A reader may see a name half written as the thread
+ * changes: top shows names, it does not parse them. */
+static inline void tm_page_thread_name(tm_page *p, const char *name)
+{
+    size_t n;
+    for (n = 0; n < TM_THREAD_NAME - 1 && name[n]; n++)
+        TM_STORE(p->thread_name[n], name[n]);
+    TM_STORE(p->thread_name[n], 0);
+}
+
+static inline void tm_page_read_thread_name(const tm_page *p, char *name)
+{
+    size_t n;
+    for (n = 0; n < TM_THREAD_NAME; n++)
+        name[n] = TM_LOAD(p->thread_name[n]);
+    name[TM_THREAD_NAME - 1] = 0;
 }
 
 /* The stall watchdog's note (its thread, holding the GIL). */

@@ -1073,3 +1073,35 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error():
         raise BrokenPipeError(32, 'Broken pipe')
     with pytest.raises(BrokenPipeError):
         options.quiet_on_broken_pipe(fails)
+
+
+def test_summary_names_the_pipelined_rows_apart():
+    # --quick's network rows are pipelined (many messages in flight per
+    # connection), whose ratios run far above README's TCP echo table: the
+    # summary names them so, not "net", and says which line README's is.
+    def measure(row, name, settings):
+        rate = {'asyncio': 100.0, 'minloop': 900.0 if row.depth > 1 else 150.0}[name]
+        return {'rate': rate, 'server_us': 1e6 / rate, 'problems': []}
+
+    quick_net = [r for r in ROWS.values() if r.quick and r.group == 'net']
+    assert quick_net and all(r.depth > 1 for r in quick_net)
+    rows = quick_net + [ROWS['tcp-protocol-1k-c1']]
+    names = ['asyncio', 'minloop']
+    settings = options.Settings(False, 1, 0.0, 0.0, procs.Pinning(False))
+    progress = report.Progress(runner.runs(rows, names, 1, {}), stream=io.StringIO())
+    results = runner.run_rows(rows, names, settings, progress, {}, measure, {})
+    text = report.summary(results, names, runner.SUMMARY_SUBSETS)
+    lines = {line.split()[0]: ' '.join(line.split()) for line in text.splitlines()
+             if line.startswith('  ')}
+    assert lines['net'].endswith('1.50x vs asyncio (1.50x by CPU) (1 row)'), text
+    rated = [r for r in quick_net if results.get(r.id, {}).get('ratios')]  # (httptools)
+    assert len(rated) >= 2
+    assert lines['pipelined'].endswith(f'9.00x vs asyncio (9.00x by CPU) '
+                                       f'({len(rated)} rows)'), text
+    assert "README's TCP echo figure is a full run's 'tcp echo' line" in ' '.join(text.split())
+    # README's --quick line says the same.
+    readme = os.path.join(os.path.dirname(BENCHMARKS), 'README.md')
+    if os.path.exists(readme):
+        with open(readme) as f:
+            setup = f.read().split('## Set up', 1)[1].split('\n## ', 1)[0]
+        assert 'pipelined' in setup

@@ -34,6 +34,22 @@ def test_info_names_the_poller():
     assert re.search(r'^python +CPython ', out.stdout, re.M)
 
 
+def test_info_names_the_telemetry_packages():
+    # A telemetry bug report needs the exporters' packages and versions.
+    from importlib import metadata
+    out = run_cli('info')
+    assert out.returncode == 0
+    line = re.search(r'^telemetry +(.*(?:\n {13}.*)*)', out.stdout, re.M)
+    assert line, out.stdout
+    text = ' '.join(line.group(1).split())
+    for name in ('prometheus_client', 'opentelemetry-api', 'opentelemetry-sdk'):
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        assert f'{name} {version}' in text, out.stdout
+
+
 SCRIPT = textwrap.dedent('''
     import asyncio
     import sys

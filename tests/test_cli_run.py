@@ -475,7 +475,7 @@ def test_info_says_what_a_bug_report_needs():
     from minloop import loop
     facts = info()
     assert list(facts) == ['minloop', 'build', 'python', 'platform', 'poller', 'child exits',
-                           'policy', 'packages']
+                           'policy', 'packages', 'telemetry']
     assert facts['minloop'] == (f'{minloop.__version__} '
                                 f'({os.path.dirname(minloop.__file__)})')
     flags = loop._build_flags()

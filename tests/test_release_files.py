@@ -174,3 +174,23 @@ def test_compiled_modules_need_no_glibc_newer_than_manylinux_2_17():
                 newer.append(f"{os.path.basename(path)}: {m.group(3)} "
                              f"(GLIBC_{m.group(1)}.{m.group(2)})")
     assert not newer, newer
+
+
+@pytest.mark.timeout(300)   # a collection of the whole suite, beside other workers
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="README counts on Python 3.11")
+def test_readme_counts_the_core_tests_it_says():
+    # README's "Running the tests" says how many core tests there are, on
+    # 3.11: within a tenth of what pytest collects, or it misleads.
+    readme = os.path.join(ROOT, "README.md")
+    if not os.path.exists(readme):
+        pytest.skip("no README.md (an installed copy of the tests)")
+    with open(readme) as f:
+        said = re.search(r"about ([\d,]+) core tests", f.read())
+    assert said, "README no longer says how many core tests there are"
+    said = int(said.group(1).replace(",", ""))
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         os.path.join(ROOT, "tests"), "--ignore", os.path.join(ROOT, "tests", "conformance")],
+        capture_output=True, text=True, cwd=ROOT, timeout=600).stdout
+    collected = int(re.search(r"(\d+) tests? collected", out).group(1))
+    assert abs(collected - said) <= collected / 10, (said, collected)

@@ -85,6 +85,10 @@ def test_blocking_sleep_in_a_coroutine_is_reported_with_its_line(mloop):
     report = reports[0]
     assert 0.2 <= report.duration < 0.2 + 0.05 + 0.1
     assert "endpoint" in report.callback and report.callback.startswith("<Task")
+    # Described while it stalls, not after it returned (the task pending,
+    # running at the line that blocks), as docs/telemetry.md shows it.
+    assert report.callback.startswith("<Task pending"), report.callback
+    assert f"running at {__file__}:{line_of('stall: sleep')}>" in report.callback
     # Sampled while blocked: the innermost frame is the sleep's line of
     # the coroutine, not the loop's.
     assert frames(report)[-1] == (__file__, line_of("stall: sleep"), "endpoint")
@@ -206,14 +210,14 @@ def test_no_report_under_the_threshold(mloop):
 @needs_telemetry
 def test_an_iteration_of_short_callbacks_is_not_a_stall(mloop):
     # A decision (docs/telemetry.md): a stall is one callback; a busy
-    # iteration of many short ones shows in loop.iteration_time instead.
+    # iteration of many short ones shows in loop.busy_time instead.
     reports = []
     mloop.set_stall_handler(reports.append, 0.05)
     for _ in range(40):
         mloop.call_soon(time.sleep, 0.005)
     mloop.run_until_complete(asyncio.sleep(0.01))
     assert reports == []
-    assert mloop.iteration_time.max >= 0.2
+    assert mloop.busy_time.max >= 0.2
 
 
 @needs_telemetry
@@ -481,3 +485,69 @@ def test_asyncio_slow_callback_warning_needs_debug_mode(caplog):
             assert warned == debug
         finally:
             loop.close()
+
+
+# ----------------------------------------------------------------------
+# Stalls as metrics: counted by the loop
+
+
+async def two_stalls():
+    for _ in range(2):
+        time.sleep(0.12)
+        await asyncio.sleep(0)
+
+
+@needs_telemetry
+def test_stalls_are_counted_with_no_handler(mloop):
+    # set_stall_threshold() arms the watchdog to count, with no handler.
+    assert mloop.stalls.count == 0
+    mloop.set_stall_threshold(0.05)
+    mloop.run_until_complete(two_stalls())
+    assert mloop.stalls.count == 2
+    assert mloop.stalls.min >= 0.12
+    # A handler armed later: reported and counted alike; the threshold may
+    # then change and keep the handler.
+    reports = []
+    mloop.set_stall_handler(reports.append, 0.05)
+    mloop.set_stall_threshold(0.06)
+
+    async def main():
+        await two_stalls()
+        await asyncio.sleep(0.01)
+
+    mloop.run_until_complete(main())
+    assert len(reports) == 2
+    assert mloop.stalls.count == 4
+    mloop.set_stall_threshold(None)
+    assert not watchdogs() or all(not t.is_alive() for t in watchdogs())
+    mloop.run_until_complete(two_stalls())
+    assert mloop.stalls.count == 4   # disarmed: not counted
+
+
+@needs_telemetry
+def test_stall_metrics_in_both_exporters(mloop):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from minloop.telemetry.opentelemetry import MinloopMetrics
+    from minloop.telemetry.prometheus import MinloopCollector
+    registry = prometheus_client.CollectorRegistry()
+    MinloopCollector(mloop, registry)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    MinloopMetrics(mloop, provider)
+    mloop.set_stall_handler(lambda report: None, 0.05)
+    mloop.run_until_complete(two_stalls())
+    text = prometheus_client.generate_latest(registry).decode()
+    assert "minloop_stalls_total 2.0" in text
+    assert "minloop_stall_seconds_count 2.0" in text
+    found = {}
+    for rm in reader.get_metrics_data().resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                found[m.name] = m.data.data_points[0]
+    assert found["minloop.eventloop.stalls"].value == 2
+    assert found["minloop.eventloop.stall.duration"].count == 2
+    assert found["minloop.eventloop.stall.duration"].min >= 0.12
+    provider.shutdown()

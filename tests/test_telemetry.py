@@ -1,5 +1,5 @@
 """The loop's telemetry: loop.stats(), loop.utilization(), loop.lag and
-loop.iteration_time (src/telemetry.h, minloop/loop_metrics.pyx).
+loop.busy_time (src/telemetry.h, minloop/loop_metrics.pyx).
 
 asyncio's loop has none of this API, so these tests run on minloop only;
 the one capability that is loop-agnostic -- a hand-rolled sleep-drift
@@ -297,7 +297,7 @@ def test_utilization_only_counts_running_time(mloop):
 
 def test_histogram_buckets_are_log_linear_and_fixed(mloop):
     bounds = mloop.lag.bounds
-    assert bounds == mloop.iteration_time.bounds == import_minloop().loop_metrics.BOUNDS
+    assert bounds == mloop.busy_time.bounds == import_minloop().loop_metrics.BOUNDS
     assert bounds[0] == pytest.approx(1.024e-6)
     assert bounds[-1] == math.inf
     assert 60 <= bounds[-2] <= 70
@@ -349,17 +349,43 @@ def test_percentile_checks_its_argument(mloop):
             mloop.lag.percentile(bad)
 
 
-def test_iteration_time_measures_a_busy_stretch(mloop):
+def test_busy_time_measures_a_busy_stretch(mloop):
     async def main():
         await asyncio.sleep(0.005)
         time.sleep(0.01)          # busy between two polls that may block
         await asyncio.sleep(0.005)
 
     mloop.run_until_complete(main())
-    it = mloop.iteration_time
+    it = mloop.busy_time
     assert it.count >= 2
     assert it.max >= 0.01
     assert it.sum >= 0.01
+
+
+def test_busy_time_is_named_for_what_it_measures(mloop):
+    # A busy stretch spans every iteration that polls without a timeout:
+    # 200 iterations of sleep(0) are one stretch.  Its old name,
+    # iteration_time, said one iteration: it is busy_time now, the old name a
+    # deprecated alias, and both exporters say busy_time.
+    async def main():
+        await asyncio.sleep(0.001)
+        for _ in range(200):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.001)
+
+    mloop.run_until_complete(main())
+    stats = mloop.stats()
+    assert stats.iterations > 200
+    assert mloop.busy_time.count < 20
+    with pytest.warns(DeprecationWarning, match="busy_time"):
+        old = mloop.iteration_time
+    assert old.count == mloop.busy_time.count
+    telemetry = os.path.join(os.path.dirname(import_minloop().__file__), "telemetry")
+    for module in ("prometheus.py", "opentelemetry.py"):   # (their packages: optional)
+        with open(os.path.join(telemetry, module)) as f:
+            text = f.read()
+        assert "iteration_time" not in text, module
+        assert "busy_time" in text, module
 
 
 def test_sleep_drift_probe_misses_a_block_that_loop_lag_sees(loop_factory, loop_kind):
@@ -398,14 +424,14 @@ def test_sleep_drift_probe_misses_a_block_that_loop_lag_sees(loop_factory, loop_
         await ticked.wait()   # just after a tick: the next is `interval` away
         if telemetry:
             loop.lag.reset()
-            loop.iteration_time.reset()
+            loop.busy_time.reset()
         loop.call_soon(block_between_ticks, app_timer)
         await task
         assert app_timer
         if telemetry:
             # Whatever the machine did: >= 2 ms late, >= 3 ms busy.
             assert loop.lag.max >= 0.0019
-            assert loop.iteration_time.max >= 0.003
+            assert loop.busy_time.max >= 0.003
         outcomes.append(drifts[1])
 
     # Under 2 ms: well short of the 3 ms block.  asyncio's own probe reads
@@ -437,8 +463,64 @@ def test_build_flag_says_whether_telemetry_is_built():
             loop.stats()
             return
         for use in (loop.stats, loop.utilization, lambda: loop.lag,
-                    lambda: loop.iteration_time):
+                    lambda: loop.busy_time):
             with pytest.raises(NotImplementedError, match="MINLOOP_NO_TELEMETRY"):
                 use()
     finally:
         loop.close()
+
+
+def test_utilization_between_two_results(mloop):
+    # Node's eventLoopUtilization(u1, u2): the figures between two earlier
+    # results, later first, with no clock read.
+    u0 = mloop.utilization()
+
+    async def busy():
+        time.sleep(0.05)
+        await asyncio.sleep(0.05)
+
+    mloop.run_until_complete(busy())
+    u1 = mloop.utilization()
+    mloop.run_until_complete(busy())
+    u2 = mloop.utilization()
+    between = mloop.utilization(u2, u1)
+    assert between.idle == pytest.approx(u2.idle - u1.idle)
+    assert between.active == pytest.approx(u2.active - u1.active)
+    assert between.utilization == pytest.approx(
+        between.active / (between.active + between.idle))
+    assert mloop.utilization(u2, u1).active == between.active
+    assert mloop.utilization(u1, u0).active == pytest.approx(u1.active - u0.active)
+    with pytest.raises(TypeError, match="earlier given without previous"):
+        mloop.utilization(None, u1)
+
+
+def test_monitor_lag_sees_blocks_in_a_program_without_timers(mloop):
+    # A program of plain callbacks (a timer-less Protocol server's shape)
+    # blocked five times: no timer fell due, so loop.lag saw nothing.  With
+    # monitor_lag(), its probe timer's lateness shows each block.
+    def run_blocks():
+        done = mloop.create_future()
+
+        def block(n):
+            time.sleep(0.05)
+            if n:
+                mloop.call_soon(block, n - 1)
+            else:
+                done.set_result(None)
+        mloop.call_soon(block, 4)
+        mloop.run_until_complete(done)
+
+    run_blocks()
+    assert mloop.lag.count == 0
+    mloop.monitor_lag(0.01)
+    run_blocks()
+    # Each block began before or after the probe fell due: either way it
+    # fired at least 0.05 - 0.01 s late.
+    assert mloop.lag.count >= 1
+    assert mloop.lag.max >= 0.04
+    mloop.monitor_lag(None)
+    assert mloop.stats().timers_live == 0   # stopped: no timer left
+    with pytest.raises(ValueError, match="positive number"):
+        mloop.monitor_lag(0)
+    with pytest.raises(TypeError, match="positive number"):
+        mloop.monitor_lag("10ms")

@@ -109,7 +109,7 @@ def test_a_lagging_loop_as_a_reader_sees_it():
         loop.run_until_complete(asyncio.sleep(0.01))
         after = metrics_of(reader.get_metrics_data())
         stats, lag = loop.stats(), loop.lag.snapshot()
-        busy = loop.iteration_time.snapshot()
+        busy = loop.busy_time.snapshot()
         loop.run_until_complete(loop.shutdown_default_executor())
     finally:
         loop.close()
@@ -144,10 +144,15 @@ def test_a_lagging_loop_as_a_reader_sees_it():
     late = sum(c for b, c in zip(list(point.explicit_bounds) + [float("inf")],
                                  point.bucket_counts) if b >= 0.049)
     assert late >= 1
-    assert points(after["minloop.eventloop.delay.max"])[label].value == lag.max
+    # The delay gauges are over each collection's window: the late timer is
+    # in `during`'s or in `after`'s.
+    window_max = max(points(c["minloop.eventloop.delay.max"])[label].value
+                     for c in (during, after) if "minloop.eventloop.delay.max" in c
+                     and label in points(c["minloop.eventloop.delay.max"]))
+    assert 0.049 <= window_max <= lag.max
     assert points(after["minloop.eventloop.delay.p99"])[label].value \
-        == pytest.approx(lag.percentile(99))
-    it = points(after["minloop.eventloop.iteration_time"])[label]
+        <= points(after["minloop.eventloop.delay.max"])[label].value
+    it = points(after["minloop.eventloop.busy_time"])[label]
     assert it.count == busy.count and it.max >= 0.05
 
     # During the run, collected from the executor's thread: the block is in
@@ -197,12 +202,52 @@ def test_readers_given_and_close():
         exported = MinloopMetrics(loop, provider, readers=[reader])
         got = metrics_of(reader.get_metrics_data())
         assert (("minloop.eventloop.delay" in got)
-                and ("minloop.eventloop.iteration_time" in got))
+                and ("minloop.eventloop.busy_time" in got))
         exported.close()
         got = metrics_of(reader.get_metrics_data())
         assert "minloop.eventloop.delay" not in got
         assert not got.get("minloop.eventloop.callbacks") or not points(
             got["minloop.eventloop.callbacks"])
+    finally:
+        loop.close()
+        provider.shutdown()
+
+
+def test_delay_gauges_are_per_collection():
+    # Node's delay figures are over its histogram's window; ours over the
+    # timers fired since the previous collection: a stall long ago does not
+    # stay in them, and a window with no timer fired reports none.
+    if not telemetry_built():
+        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
+    from minloop.telemetry.opentelemetry import MinloopMetrics
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    loop = import_minloop().new_event_loop()
+    try:
+        MinloopMetrics(loop, provider)
+
+        async def late_timer():
+            loop.call_later(0.001, lambda: None)
+            time.sleep(0.05)          # the timer fires >= 49 ms late
+            await asyncio.sleep(0)
+
+        loop.run_until_complete(late_timer())
+        first = metrics_of(reader.get_metrics_data())
+        assert points(first["minloop.eventloop.delay.max"])[()].value >= 0.049
+        # No timer since: no figure (the histogram still holds the old one).
+        second = metrics_of(reader.get_metrics_data())
+        assert "minloop.eventloop.delay.max" not in second \
+            or not points(second["minloop.eventloop.delay.max"])
+        assert points(second["minloop.eventloop.delay"])[()].max >= 0.049
+        # One timer: the window's mean is its lateness, to the nanosecond.
+        before = loop.lag.snapshot()
+        loop.run_until_complete(asyncio.sleep(0.001))
+        after = loop.lag.snapshot()
+        assert after.count == before.count + 1
+        third = metrics_of(reader.get_metrics_data())
+        mean = points(third["minloop.eventloop.delay.mean"])[()].value
+        assert mean == pytest.approx(after.sum - before.sum)
+        assert points(third["minloop.eventloop.delay.max"])[()].value <= after.max
     finally:
         loop.close()
         provider.shutdown()

@@ -133,10 +133,56 @@ def test_scrape_of_a_lagging_loop(server):
     assert below < lag.count
     # During the run: the same shape, read from the server's thread.
     assert during["minloop_lag_seconds"].type == "histogram"
-    busy = [s for s in during["minloop_iteration_time_seconds"].samples
-            if s.name == "minloop_iteration_time_seconds_sum"]
+    busy = [s for s in during["minloop_busy_time_seconds"].samples
+            if s.name == "minloop_busy_time_seconds_sum"]
     assert busy[0].value >= 0.05   # the block is a busy stretch
     util = samples(during["minloop_utilization"])[("minloop_utilization", label)]
     assert 0.0 < util <= 1.0
     assert samples(during["minloop_active_seconds"])[
         ("minloop_active_seconds_total", label)] >= 0.05
+
+
+def test_duplicate_series_refused_and_closed_loops_leave(loop):
+    if not isinstance(loop, import_minloop().Loop) or not telemetry_built():
+        pytest.skip("minloop's telemetry")
+    import gc
+    import warnings
+    from minloop.telemetry.prometheus import MinloopCollector
+    from prometheus_client.registry import DuplicateTimeseries
+    minloop = import_minloop()
+    registry = prometheus_client.CollectorRegistry()
+    second = minloop.new_event_loop()
+    MinloopCollector(second, registry, labels={"loop": "main"})
+    # The same series twice, as prometheus_client's own metrics refuse: for
+    # the same loop or another (successive loops under one label).
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        MinloopCollector(second, registry, labels={"loop": "main"})
+    with pytest.raises(DuplicateTimeseries):
+        MinloopCollector(loop, registry, labels={"loop": "main"})
+    # The loop closed: its series leave the scrape, and a new loop may take
+    # its labels.
+    try:
+        for _ in range(3):
+            previous = second
+            second = minloop.new_event_loop()
+            previous.close()
+            MinloopCollector(second, registry, labels={"loop": "main"})
+        text = prometheus_client.generate_latest(registry).decode()
+        assert text.count('minloop_iterations_total{loop="main"}') == 1, text
+        assert len(registry._collector_to_names) == 1
+    finally:
+        second.close()
+    # Closed, the last one leaves at the next scrape.
+    text = prometheus_client.generate_latest(registry).decode()
+    assert "minloop_iterations_total" not in text
+    assert registry._collector_to_names == {}
+    # A loop collected without close() leaves too.
+    third = minloop.new_event_loop()
+    MinloopCollector(third, registry, labels={"loop": "gone"})
+    assert 'loop="gone"' in prometheus_client.generate_latest(registry).decode()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)   # unclosed, on purpose
+        del third
+        gc.collect()
+    assert 'loop="gone"' not in prometheus_client.generate_latest(registry).decode()
+    assert registry._collector_to_names == {}

@@ -384,3 +384,180 @@ def test_a_build_without_telemetry_says_so(monkeypatch, capsys):
         top.Top(os.getpid())
     assert top.main([str(os.getpid()), "--once"]) == 1
     assert "minloop top is not available" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Rendering, from made-up reads of a page
+
+_BUCKETS = len(page_reader.bucket_bounds())
+_EMPTY_HIST = ((0,) * _BUCKETS, 0, 0.0, 0.0, 0.0)
+
+
+def fake_read(t, elapsed, idle, **over):
+    """A page read as Page.read() gives it (only what top uses)."""
+    snap = {"time": t, "loop_id": 1, "interp": 0, "pid": os.getpid(),
+            "tid": threading.get_native_id(), "closed": False, "running": True,
+            "sleeping": True, "woke": t, "clock_seq": 2, "callbacks": 10,
+            "iterations": 10, "fd_events": 0, "exceptions": 0, "timers_fired": 0,
+            "ready": 0, "timers": 1, "fds": 1, "elapsed": elapsed, "idle": idle,
+            "lag": _EMPTY_HIST, "busy": _EMPTY_HIST, "stall_threshold": 0.0,
+            "note": None, "thread_name": "", "stalls": 0, "stall": _EMPTY_HIST}
+    snap.update(over)
+    return snap
+
+
+class FakeTop:
+    """What render() needs of a Top, over given LoopViews."""
+
+    def __init__(self, *views, pid=None):
+        self.pid = os.getpid() if pid is None else pid
+        self.stall_threshold = 0.1
+        self.errors = []
+        self._views = views
+
+    def rows(self):
+        return [view.row(self.stall_threshold) for view in self._views]
+
+
+def test_idle_loop_never_shows_negative_utilization():
+    # Idle read a nanosecond above elapsed (the two words are read apart):
+    # 0.0%, never -0.0%.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 9.0))
+    view.sample(fake_read(100.3, 10.3, 9.300000001))
+    row = view.row(0.1)
+    assert row["util"] == 0.0
+    lines = top.render(FakeTop(view), 0.3)
+    assert "-0.0%" not in "\n".join(lines)
+    assert "  0.0%" in _row_text(lines)
+
+
+def _row_text(lines):
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("LOOP"))
+    return lines[header + 1]
+
+
+CHILD = textwrap.dedent("""
+    import asyncio, os, sys
+    import minloop
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        print("ready", flush=True)
+        # "close": end this loop and live on, loopless; "exit": end.
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if line.strip() == "exit":
+            print("closed", flush=True)
+            os._exit(0)   # the loop still open: its page goes with the process
+        return line.strip()
+
+    what = minloop.run(main())
+    print("closed", flush=True)
+    if what == "close":
+        sys.stdin.readline()
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "close"])
+def test_top_ends_cleanly_when_the_process_exits_or_closes_its_loops(tmp_path, how):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "ready\n"
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "minloop", "top", str(child.pid), "--interval", "0.1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Its first frame: it has seen the loop.
+        for line in watcher.stdout:
+            if line.lstrip().startswith("LOOP"):
+                break
+        child.stdin.write(how + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "closed\n"
+        out, err = watcher.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+        for f in (child.stdin, child.stdout):
+            if not f.closed:
+                f.close()
+    assert watcher.returncode == 0, err
+    assert "no minloop loops" not in out + err
+    expected = (f"process {child.pid} exited" if how == "exit"
+                else f"process {child.pid}: its loops closed")
+    assert out.rstrip().splitlines()[-1] == f"minloop top: {expected}", out
+
+
+def _a_loop_run_in_a_thread(name):
+    """A closed-over loop, run once in a thread named `name`; (loop, page)."""
+    loop = minloop.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(asyncio.sleep(0),),
+                              name=name)
+    thread.start()
+    thread.join()
+    return loop, page_reader.Page(page_path(loop))
+
+
+def test_top_fits_the_terminal_and_names_the_python_thread():
+    loop, page = _a_loop_run_in_a_thread("worker-loop")
+    try:
+        view = top.LoopView(page, page.read())
+        view.sample(page.read())
+        fake = FakeTop(view)
+        # 80 columns: every figure's column is there, nothing is cut.
+        lines = top.render(fake, 1.0, width=80)
+        header = next(line for line in lines if line.lstrip().startswith("LOOP"))
+        for title in ("UTIL", "CB/s", "LAG p50", "p99", "max", "BUSY max", "READY",
+                      "TIMERS", "FDS"):
+            assert title in header
+        assert all(len(line) <= 80 for line in lines), lines
+        assert header.rstrip().endswith("FDS")
+        # 120 columns: the thread column, with Python's name for the thread
+        # (the OS's is "python" below 3.14).
+        lines = top.render(fake, 1.0, width=120)
+        assert all(len(line) <= 120 for line in lines), lines
+        assert "THREAD" in lines[3]
+        assert _row_text(lines).split()[2] == "worker-loop"
+        # A long command line is cut at the terminal's width, and says so.
+        fake.pid = os.getpid()
+        long = top._cmdline(os.getpid())
+        lines = top.render(fake, 1.0, width=40)
+        if len(f"minloop top  pid {fake.pid}  {long}") > 40:
+            assert len(lines[0]) == 40 and lines[0].endswith("...")
+        lines = top.render(fake, 1.0, width=1000)
+        assert lines[0].endswith(long)
+    finally:
+        page.close()
+        loop.close()
+
+
+def _hist_of(*values):
+    bounds = page_reader.bucket_bounds()
+    counts = [0] * len(bounds)
+    for v in values:
+        counts[next(i for i, b in enumerate(bounds) if v <= b)] += 1
+    return (tuple(counts), len(values), sum(values), min(values), max(values))
+
+
+def test_top_shows_the_stalls_of_each_interval():
+    # With the watchdog armed: its count, from the page, exact.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 5.0, stall_threshold=0.1))
+    view.sample(fake_read(101.0, 11.0, 5.5, stall_threshold=0.1,
+                          stall=_hist_of(0.2, 0.21)))
+    text = "\n".join(top.render(FakeTop(view), 1.0))
+    assert "2 stalls ended over the interval, the longest 0.21s" in text
+    # The next interval had none.
+    view.start_interval()
+    view.sample(fake_read(102.0, 12.0, 6.5, stall_threshold=0.1,
+                          stall=_hist_of(0.2, 0.21)))
+    assert "stall" not in "\n".join(top.render(FakeTop(view), 1.0)).split("LOOP")[1]
+    # Without it: the stalls top saw in its own samples (busy in one
+    # callback across samples 0.1 s apart), at least as long as seen.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 5.0), threshold=0.1)
+    for i in range(4):
+        view.sample(fake_read(100.1 + i / 10, 10.1 + i / 10, 5.0, sleeping=False,
+                              callbacks=11))
+    view.sample(fake_read(100.5, 10.5, 5.0))
+    text = "\n".join(top.render(FakeTop(view), 0.5))
+    assert "1 stall ended over the interval, the longest >= 0.30s (as sampled)" in text

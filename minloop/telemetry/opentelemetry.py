@@ -9,7 +9,7 @@
 Needs opentelemetry-api and opentelemetry-sdk (`pip install
 "minloop[opentelemetry]"`); importing minloop does not import them.  Each
 collection (the reader's thread) reads the loop's telemetry (loop.stats(),
-loop.utilization(), loop.lag, loop.iteration_time) while the loop runs
+loop.utilization(), loop.lag, loop.busy_time, loop.stalls) while the loop runs
 (docs/threading.md, item 18); nothing is recorded in between, so the loop
 pays nothing for an exporter.
 
@@ -29,12 +29,23 @@ seconds.  Each instrument carries the attributes given (attributes=, e.g.
                                         buckets
     minloop.eventloop.delay.{min,max,mean,p50,p90,p99}
                                         gauges, s: the same histogram's
-                                        figures (Node's stddev has no
-                                        counterpart: the loop keeps buckets,
-                                        not squares)
+                                        figures over the timers fired since
+                                        the previous collection (as Node's
+                                        are over its histogram's window;
+                                        none when no timer fired; stddev has
+                                        no counterpart: the loop keeps
+                                        buckets, not squares)
   minloop's own
-    minloop.eventloop.iteration_time    histogram, s: busy time from a poll's
-                                        return to the next poll that may block
+    minloop.eventloop.busy_time         histogram, s: busy stretches, from a
+                                        poll's return to the next poll that
+                                        may block (many iterations; the mean
+                                        iteration: time{active} / iterations)
+    minloop.eventloop.stalls            counter: callbacks that ran for the
+                                        stall threshold or more (counted
+                                        while the watchdog is armed:
+                                        loop.set_stall_handler() or
+                                        set_stall_threshold())
+    minloop.eventloop.stall.duration    histogram, s: how long each ran
     minloop.eventloop.iterations        counter: loop iterations
     minloop.eventloop.callbacks         counter: callbacks run
     minloop.eventloop.polls             counter, {minloop.eventloop.poll.kind:
@@ -91,6 +102,39 @@ DELAY_FIGURES = (("min", "min"), ("max", "max"), ("mean", "mean"),
                  ("p50", 50), ("p90", 90), ("p99", 99))
 
 
+def _window(pairs, base, snap):
+    """The delay figures (DELAY_FIGURES' fields) of the values recorded since
+    `base` ((counts, sum) of an earlier snapshot; None: since the start),
+    from bucket counts `pairs` ((bound, count), the last bound inf) of
+    `snap`, or None if there are none.  Mean exact; min, max and percentiles
+    within their bucket (a quarter of a power of two), min and max tightened
+    by the histogram's own (its min is at most, its max at least, the
+    window's)."""
+    base_counts, base_sum = base if base is not None else ([0] * len(pairs), 0.0)
+    deltas = [count - b for (_, count), b in zip(pairs, base_counts)]
+    if any(d < 0 for d in deltas):   # reset() since: a new start
+        deltas, base_sum = [count for _, count in pairs], 0.0
+    n = sum(deltas)
+    if n == 0:
+        return None
+    bounds = [bound for bound, _ in pairs]
+    first = next(i for i, d in enumerate(deltas) if d)
+    last = max(i for i, d in enumerate(deltas) if d)
+    low = max(bounds[first - 1] if first else 0.0, snap.min)
+    high = min(bounds[last], snap.max)
+    figures = {"min": low, "max": high, "mean": max(snap.sum - base_sum, 0.0) / n}
+    for p in (50, 90, 99):
+        rank, seen = p / 100 * n, 0
+        for i, d in enumerate(deltas):
+            if d and seen + d >= rank:
+                lo = max(bounds[i - 1] if i else 0.0, low)
+                hi = min(bounds[i], high)
+                figures[p] = min(max(lo + (hi - lo) * (rank - seen) / d, low), high)
+                break
+            seen += d
+    return figures
+
+
 def _version():
     from importlib.metadata import PackageNotFoundError, version
     try:
@@ -139,6 +183,8 @@ class MinloopMetrics:
         self.loop = loop
         self.attributes = dict(attributes or {})
         self._previous = None   # utilization at the previous collection
+        self._delay_base = None     # loop.lag's (counts, sum) then
+        self._delay_window = None   # the delay figures since then (None: no timer fired)
         self._series = {}       # histogram name -> (start time in ns, count seen)
         with _exporters_lock:
             exporter = _exporters.get(meter_provider)
@@ -215,6 +261,8 @@ class _Exporter:
                     description=f"Timers {what}.")
         counter(PREFIX + "exceptions", [stat("exceptions")], unit="{exception}",
                 description="Reports to the loop's exception handler.")
+        counter(PREFIX + "stalls", [self._stalls], unit="{stall}",
+                description="Callbacks that ran for the stall threshold or more.")
         for name, now, most, unit in (("ready", "ready", "ready_max", "{callback}"),
                                       ("timers", "timers_live", "timers_max", "{timer}"),
                                       ("fds", "fds_watched", "fds_max", "{fd}")):
@@ -227,6 +275,9 @@ class _Exporter:
             return [Observation(getattr(s.loop.stats(), field), s.attributes)
                     for s in self._each()]
         return read
+
+    def _stalls(self, options):
+        return [Observation(s.loop.stalls.count, s.attributes) for s in self._each()]
 
     def _polls(self, options):
         found = []
@@ -259,13 +310,23 @@ class _Exporter:
         def read(options):
             found = []
             for s in self._each():
-                snap = s.loop.lag.snapshot()
-                if snap.count:   # no timer has fired: no figure yet
-                    value = (getattr(snap, field) if isinstance(field, str)
-                             else snap.percentile(field))
-                    found.append(Observation(value, s.attributes))
+                window = s._delay_window
+                if window is not None:   # no timer fired in the window: no figure
+                    found.append(Observation(window[field], s.attributes))
             return found
         return read
+
+    def _advance_delay_windows(self):
+        # A collection begins: the delay gauges report the timers fired since
+        # the previous one (as utilization does), not since the loop began,
+        # so that a recent stall shows on a long-lived service.
+        for s in self._each():
+            snap = s.loop.lag.snapshot()
+            pairs = snap.buckets()
+            counts = [count for _, count in pairs]
+            with self._lock:
+                base, s._delay_base = s._delay_base, (counts, snap.sum)
+            s._delay_window = _window(pairs, base, snap)
 
     # --- the histograms, added to each reader's collection -----------------
 
@@ -281,6 +342,7 @@ class _Exporter:
                             f"MeterProvider (no collection to add the histograms to)")
 
         def collect(reader_, timeout_millis=10_000, **kwargs):
+            self._advance_delay_windows()
             data = inner(reader_, timeout_millis=timeout_millis, **kwargs)
             return self._with_histograms(data)
 
@@ -307,11 +369,12 @@ class _Exporter:
         if not sources:
             return data
         ours = []
-        for name, description in (("delay", "How late timers fired (now - when())."),
-                                  ("iteration_time", "Busy time from a poll's return to "
-                                   "the next poll that may block.")):
-            found = [self._histogram(s, name, getattr(s.loop, "lag" if name == "delay"
-                                                      else name), now)
+        for name, attr, description in (
+                ("delay", "lag", "How late timers fired (now - when())."),
+                ("busy_time", "busy_time", "Busy stretches: from a poll's return to "
+                 "the next poll that may block."),
+                ("stall.duration", "stalls", "How long each stalled callback ran.")):
+            found = [self._histogram(s, name, getattr(s.loop, attr), now)
                      for s in sources]
             ours.append(Metric(name=PREFIX + name, description=description, unit="s",
                                data=Histogram(data_points=found, aggregation_temporality=

@@ -5,7 +5,7 @@
     prometheus_client.start_http_server(9000)
 
 Each scrape reads the loop's telemetry (loop.stats(), loop.utilization(),
-loop.lag, loop.iteration_time) from the scraping thread while the loop runs
+loop.lag, loop.busy_time, loop.stalls) from the scraping thread while the loop runs
 (docs/threading.md, item 18); nothing is recorded in between, so an unscraped
 collector costs nothing.  Times are in seconds.  The metrics, all under the
 `minloop_` prefix (another with namespace=), each with the collector's
@@ -22,6 +22,10 @@ constant labels (labels=, e.g. {"loop": "main"} for several loops):
     minloop_timers_fired_total          timers that came due and were queued
     minloop_timers_cancelled_total      timers cancelled before they came due
     minloop_exceptions_total            reports to the exception handler
+    minloop_stalls_total                callbacks that ran for the stall
+                                        threshold or more (counted while the
+                                        watchdog is armed: set_stall_handler()
+                                        or set_stall_threshold())
     minloop_idle_seconds_total          time blocked in the poller
     minloop_active_seconds_total        the rest of the time spent running
   gauges
@@ -39,17 +43,29 @@ constant labels (labels=, e.g. {"loop": "main"} for several loops):
   histograms (the loop's own buckets, one to one: four per power of two
   from 1.024e-06 to 68.7 s, then +Inf)
     minloop_lag_seconds                 how late each timer fired
-    minloop_iteration_time_seconds      busy time from a poll's return to the
-                                        next poll that may block
+    minloop_busy_time_seconds           busy stretches: from a poll's return
+                                        to the next poll that may block (many
+                                        iterations: the mean iteration is
+                                        rate(active) / rate(iterations))
+    minloop_stall_seconds               how long each stalled callback ran
 """
 
 import threading
+import weakref
 
 from prometheus_client.core import (REGISTRY, CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
+from prometheus_client.registry import DuplicateTimeseries
 from prometheus_client.utils import floatToGoString
 
 __all__ = ("MinloopCollector",)
+
+# registry -> {(prefix, labels): collector}: the series each registry's
+# collectors expose.  prometheus_client's registry finds duplicates through
+# describe(), by name only; these collectors share names (several loops,
+# told apart by their labels), so the check on names and labels is ours.
+_exposed = weakref.WeakKeyDictionary()
+_exposed_lock = threading.Lock()
 
 
 class MinloopCollector:
@@ -57,7 +73,13 @@ class MinloopCollector:
 
     `loop` is a minloop loop (asyncio's has no telemetry: TypeError).
     Registered with `registry` at once, as prometheus_client's own
-    collectors are (None: not registered).
+    collectors are (None: not registered).  A second collector with the same
+    namespace and labels in one registry raises DuplicateTimeseries (a
+    ValueError, as prometheus_client's own metrics do) while the first one's
+    loop is open.  The collector holds its loop weakly: once the loop is
+    closed or collected, it leaves the registry (at the next scrape, or as
+    another collector takes its labels), so a program that makes a loop per
+    test or per worker does not grow its scrape.
     """
 
     def __init__(self, loop, registry=REGISTRY, *, namespace="minloop", labels=None):
@@ -66,14 +88,50 @@ class MinloopCollector:
                 f"MinloopCollector needs a minloop loop (one with stats() and lag), "
                 f"got {type(loop).__module__}.{type(loop).__qualname__}")
         loop.stats()   # NotImplementedError in a build without telemetry
-        self._loop = loop
+        self._loop = weakref.ref(loop)
         self._prefix = f"{namespace}_" if namespace else ""
         self._labels = dict(labels or {})
         # Scrapes may come from several threads at once.
         self._lock = threading.Lock()
         self._previous = None
+        self._registry = None
         if registry is not None:
+            self._register(registry)
+
+    def _register(self, registry):
+        key = (self._prefix, tuple(sorted(self._labels.items())))
+        with _exposed_lock:
+            series = _exposed.setdefault(registry, {})
+            other = series.get(key)
+            if other is not None and other._live() is not None:
+                labels = ",".join(f'{k}="{v}"' for k, v in key[1])
+                raise DuplicateTimeseries({f"{self._prefix}iterations_total{{{labels}}}"})
+            if other is not None:
+                other._leave()
             registry.register(self)
+            series[key] = self
+            self._registry = registry
+
+    def _live(self):
+        """The loop, or None once it is closed or collected."""
+        loop = self._loop()
+        if loop is None or loop.is_closed():
+            return None
+        return loop
+
+    def _leave(self):
+        """Unregister (idempotent)."""
+        registry, self._registry = self._registry, None
+        if registry is None:
+            return
+        try:
+            registry.unregister(self)
+        except KeyError:
+            pass   # unregistered by the program
+        series = _exposed.get(registry)
+        key = (self._prefix, tuple(sorted(self._labels.items())))
+        if series is not None and series.get(key) is self:
+            del series[key]
 
     def _family(self, kind, name, doc, value=None, **kwargs):
         names = list(self._labels) + list(kwargs.pop("labels", ()))
@@ -93,7 +151,13 @@ class MinloopCollector:
         return family
 
     def collect(self):
-        loop = self._loop
+        loop = self._live()
+        if loop is None:
+            # Closed or collected: no series, and out of the registry.  (The
+            # registry calls collect() outside its lock.)
+            with _exposed_lock:
+                self._leave()
+            return
         s = loop.stats()
         u = loop.utilization()
         with self._lock:
@@ -129,5 +193,9 @@ class MinloopCollector:
         yield self._family(gauge, "fds", "fds watched now.", s.fds_watched)
         yield self._family(gauge, "fds_max", "The most fds watched at once.", s.fds_max)
         yield self._histogram("lag", "How late timers fired (now - when()).", loop.lag)
-        yield self._histogram("iteration_time", "Busy time from a poll's return to the "
-                              "next poll that may block.", loop.iteration_time)
+        yield self._histogram("busy_time", "Busy stretches: from a poll's return to "
+                              "the next poll that may block.", loop.busy_time)
+        stalls = loop.stalls
+        yield self._family(counter, "stalls", "Callbacks that ran for the stall "
+                           "threshold or more.", stalls.count)
+        yield self._histogram("stall", "How long each stalled callback ran.", stalls)
