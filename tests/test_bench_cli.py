@@ -522,13 +522,16 @@ def test_idle_connection_rows_need_the_open_file_limit(monkeypatch):
 def test_many_connection_rows_run(kind, mode, loop_name):
     if mode == 'http':
         pytest.importorskip('httptools')
+    # A timed window of 0.5 s: in 0.1 s, asyncio's streams server under -X
+    # dev and PYTHONMALLOC=debug on a machine busy with other work (.ci/run,
+    # 2026-12-06) answered no round trip at all, which the row reports as
+    # an error.
     row = Row(f'{kind}-c300', 'net', 'tiny', False, kind=kind, mode=mode, conns=300,
-                    min_duration=0.1)
+                    min_duration=0.5)
     answer = measure.measure_net(row, loop_name, TINY)
     # No error: the load generator saw every connection answered before it
     # timed anything (the next test shows it says so when one is not).
-    # The count in the timed 0.1 s is the loop's speed, not a promise:
-    # asyncio under -X dev managed 286 there.
+    # The count in the timed window is the loop's speed, not a promise.
     assert 'error' not in answer and 'na' not in answer, answer
     assert answer['round_trips'] > 0
     assert answer['problems'] == []
