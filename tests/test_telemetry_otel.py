@@ -37,6 +37,30 @@ def points(metric):
     return {tuple(sorted(p.attributes.items())): p for p in metric.data.data_points}
 
 
+@pytest.fixture
+def exported():
+    """exported(**kwargs) -> (loop, reader): a new minloop loop exported with
+    MinloopMetrics(loop, provider, **kwargs) to an in-memory reader; the
+    loop is closed and the provider shut down after the test."""
+    if not telemetry_built():
+        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
+    from minloop.telemetry.opentelemetry import MinloopMetrics
+    made = []
+
+    def export(**kwargs):
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        loop = import_minloop().new_event_loop()
+        made.append((loop, provider))
+        MinloopMetrics(loop, provider, **kwargs)
+        return loop, reader
+
+    yield export
+    for loop, provider in made:
+        loop.close()
+        provider.shutdown()
+
+
 def test_nothing_is_imported_until_asked():
     code = ("import sys, minloop, minloop.telemetry; "
             "assert not [m for m in sys.modules if m.startswith('opentelemetry')]; "
@@ -94,26 +118,15 @@ def test_refuses_a_provider_that_is_not_the_sdks():
         loop.close()
 
 
-def test_a_lagging_loop_as_a_reader_sees_it():
-    if not telemetry_built():
-        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
-    from minloop.telemetry.opentelemetry import MinloopMetrics
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-    loop = import_minloop().new_event_loop()
-    try:
-        MinloopMetrics(loop, provider, attributes={"loop": "main"})
-
-        # Collected from another thread while the loop runs.
-        during = metrics_of(run_lagging(loop, reader.get_metrics_data))
-        loop.run_until_complete(asyncio.sleep(0.01))
-        after = metrics_of(reader.get_metrics_data())
-        stats, lag = loop.stats(), loop.lag.snapshot()
-        busy = loop.busy_time.snapshot()
-        loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        loop.close()
-        provider.shutdown()
+def test_a_lagging_loop_as_a_reader_sees_it(exported):
+    loop, reader = exported(attributes={"loop": "main"})
+    # Collected from another thread while the loop runs.
+    during = metrics_of(run_lagging(loop, reader.get_metrics_data))
+    loop.run_until_complete(asyncio.sleep(0.01))
+    after = metrics_of(reader.get_metrics_data())
+    stats, lag = loop.stats(), loop.lag.snapshot()
+    busy = loop.busy_time.snapshot()
+    loop.run_until_complete(loop.shutdown_default_executor())
 
     label = (("loop", "main"),)
     # Counters, as the loop counts them (the loop was stopped for `after`).
@@ -167,27 +180,17 @@ def test_a_lagging_loop_as_a_reader_sees_it():
     assert 0.0 <= points(after["minloop.eventloop.utilization"])[label].value <= 1.0
 
 
-def test_reset_starts_a_new_series():
-    if not telemetry_built():
-        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
-    from minloop.telemetry.opentelemetry import MinloopMetrics
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-    loop = import_minloop().new_event_loop()
-    try:
-        MinloopMetrics(loop, provider)
-        loop.run_until_complete(asyncio.sleep(0.002))
-        first = points(metrics_of(reader.get_metrics_data())["minloop.eventloop.delay"])[()]
-        assert first.count >= 1
-        time.sleep(0.001)
-        loop.lag.reset()
-        second = points(metrics_of(reader.get_metrics_data())["minloop.eventloop.delay"])[()]
-        assert second.count == 0
-        # A cumulative series that went down is a new series: a later start.
-        assert second.start_time_unix_nano > first.start_time_unix_nano
-    finally:
-        loop.close()
-        provider.shutdown()
+def test_reset_starts_a_new_series(exported):
+    loop, reader = exported()
+    loop.run_until_complete(asyncio.sleep(0.002))
+    first = points(metrics_of(reader.get_metrics_data())["minloop.eventloop.delay"])[()]
+    assert first.count >= 1
+    time.sleep(0.001)
+    loop.lag.reset()
+    second = points(metrics_of(reader.get_metrics_data())["minloop.eventloop.delay"])[()]
+    assert second.count == 0
+    # A cumulative series that went down is a new series: a later start.
+    assert second.start_time_unix_nano > first.start_time_unix_nano
 
 
 def test_readers_given_and_close():
@@ -213,41 +216,31 @@ def test_readers_given_and_close():
         provider.shutdown()
 
 
-def test_delay_gauges_are_per_collection():
+def test_delay_gauges_are_per_collection(exported):
     # Node's delay figures are over its histogram's window; ours over the
     # timers fired since the previous collection: a stall long ago does not
     # stay in them, and a window with no timer fired reports none.
-    if not telemetry_built():
-        pytest.skip("built with MINLOOP_NO_TELEMETRY=1")
-    from minloop.telemetry.opentelemetry import MinloopMetrics
-    reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
-    loop = import_minloop().new_event_loop()
-    try:
-        MinloopMetrics(loop, provider)
+    loop, reader = exported()
 
-        async def late_timer():
-            loop.call_later(0.001, lambda: None)
-            time.sleep(0.05)          # the timer fires >= 49 ms late
-            await asyncio.sleep(0)
+    async def late_timer():
+        loop.call_later(0.001, lambda: None)
+        time.sleep(0.05)          # the timer fires >= 49 ms late
+        await asyncio.sleep(0)
 
-        loop.run_until_complete(late_timer())
-        first = metrics_of(reader.get_metrics_data())
-        assert points(first["minloop.eventloop.delay.max"])[()].value >= 0.049
-        # No timer since: no figure (the histogram still holds the old one).
-        second = metrics_of(reader.get_metrics_data())
-        assert "minloop.eventloop.delay.max" not in second \
-            or not points(second["minloop.eventloop.delay.max"])
-        assert points(second["minloop.eventloop.delay"])[()].max >= 0.049
-        # One timer: the window's mean is its lateness, to the nanosecond.
-        before = loop.lag.snapshot()
-        loop.run_until_complete(asyncio.sleep(0.001))
-        after = loop.lag.snapshot()
-        assert after.count == before.count + 1
-        third = metrics_of(reader.get_metrics_data())
-        mean = points(third["minloop.eventloop.delay.mean"])[()].value
-        assert mean == pytest.approx(after.sum - before.sum)
-        assert points(third["minloop.eventloop.delay.max"])[()].value <= after.max
-    finally:
-        loop.close()
-        provider.shutdown()
+    loop.run_until_complete(late_timer())
+    first = metrics_of(reader.get_metrics_data())
+    assert points(first["minloop.eventloop.delay.max"])[()].value >= 0.049
+    # No timer since: no figure (the histogram still holds the old one).
+    second = metrics_of(reader.get_metrics_data())
+    assert "minloop.eventloop.delay.max" not in second \
+        or not points(second["minloop.eventloop.delay.max"])
+    assert points(second["minloop.eventloop.delay"])[()].max >= 0.049
+    # One timer: the window's mean is its lateness, to the nanosecond.
+    before = loop.lag.snapshot()
+    loop.run_until_complete(asyncio.sleep(0.001))
+    after = loop.lag.snapshot()
+    assert after.count == before.count + 1
+    third = metrics_of(reader.get_metrics_data())
+    mean = points(third["minloop.eventloop.delay.mean"])[()].value
+    assert mean == pytest.approx(after.sum - before.sum)
+    assert points(third["minloop.eventloop.delay.max"])[()].value <= after.max
