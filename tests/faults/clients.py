@@ -103,18 +103,26 @@ async def udp_clients(address, cfg, round_no):
     transport, _ = await loop.create_datagram_endpoint(Proto, remote_addr=tuple(address["udp"]))
     count, sizes, seed = cfg["count"], cfg["sizes"], cfg["seed"]
     ids = list(range(round_no * count, (round_no + 1) * count))
-    results = []
+    sent = {}
     for w in range(0, len(ids), 16):
         window = {cid: stream(seed, cid, sizes[cid % len(sizes)] % 4000) for cid in ids[w:w + 16]}
+        sent.update(window)
         for data in window.values():
             transport.sendto(data)
-        for _ in range(int(cfg["udp_wait"] / 0.005)):
-            if all(cid in got for cid in window):
-                break
-            await asyncio.sleep(0.005)
-        for cid, data in window.items():
-            echo = got.get(cid)
-            state = "lost" if echo is None else ("whole" if echo == data else "corrupt")
-            results.append({"cid": cid, "length": len(data), "state": state})
+        await _until(lambda: all(cid in got for cid in window), 0.3)
+    # A late echo is not a lost one: the missing get the full wait.
+    await _until(lambda: all(cid in got for cid in sent), cfg["udp_wait"])
+    results = []
+    for cid, data in sent.items():
+        echo = got.get(cid)
+        state = "lost" if echo is None else ("whole" if echo == data else "corrupt")
+        results.append({"cid": cid, "length": len(data), "state": state})
     transport.close()
     return results
+
+
+async def _until(predicate, seconds):
+    for _ in range(int(seconds / 0.005)):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)

@@ -118,7 +118,7 @@ def classify_round(cfg, results, out, tally, transient):
         return
     spare = sum(1 for r in out["records"] if r["cid"] is None and (r["end"] or r["reports"]))
     spare += sum(1 for rep in out["reports"] if not rep["attributed"]) + len(out["errors"])
-    unmatched = 0
+    unmatched, unmatched_errors = 0, []
     for c in results:
         tally["ops"] += 1
         state, rec = c["state"], records.get(c["cid"])
@@ -131,8 +131,13 @@ def classify_round(cfg, results, out, tally, transient):
             tally["silent"] += 1
             tally["notes"].append(f"conn {c['cid']}: {state} at {c['echoed']} of {c['length']} "
                                   f"({c['error']}; server: {rec})")
+        elif rec is None and c["echoed"] == 0 and c["error"]:
+            # Never handed to the server's code (a TLS handshake that
+            # failed: asyncio logs it in debug mode only); the client saw it.
+            tally["reported"] += 1
         elif rec is None:
             unmatched += 1
+            unmatched_errors.append(c["error"])
         elif rec["end"] is not None or rec["reports"]:
             tally["reported"] += 1
         else:
@@ -142,7 +147,8 @@ def classify_round(cfg, results, out, tally, transient):
     tally["reported"] += min(unmatched, spare)
     if unmatched > spare:
         tally["silent"] += unmatched - spare
-        tally["notes"].append(f"{unmatched - spare} connections cut short that the server never reported")
+        tally["notes"].append(f"{unmatched - spare} connections cut short that the server never reported "
+                              f"(clients saw {unmatched_errors[:3]})")
 
 
 def run_one(cfg, python, outdir):
