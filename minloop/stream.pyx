@@ -1224,8 +1224,17 @@ cdef class SocketTransport(StreamTransportBase):
 
 
 cdef int _send_held_writes(object transport) except -1:
-    """The loop's write_flusher."""
-    return (<SocketTransport>transport)._send_held()
+    """The loop's write_flusher.  What the send raises is this transport's
+    fatal error, not the loop's: asyncio's write() would have raised it
+    into the protocol's callback, which fails the transport (an epoll_ctl()
+    ENOMEM arming the writer after a partial send stopped the loop)."""
+    try:
+        return (<SocketTransport>transport)._send_held()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        (<SocketTransport>transport)._fatal_error(exc, 'Fatal write error on socket transport')
+        return 0
 
 
 cdef void _sendmsg_once(int fd, list queue, Py_ssize_t head) noexcept:

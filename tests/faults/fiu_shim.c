@@ -21,6 +21,7 @@ static uint64_t seed, draws, calls, injected;
 static uint64_t threshold;           /* fail when a draw < threshold */
 static int transient;                /* inject only EINTR / EAGAIN */
 static int own_accept4, own_epoll_ctl, own_reduce;
+static int epoll_ctl_fail_next;      /* a test's: the next n fail, ENOMEM */
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -48,6 +49,10 @@ void shim_configure(uint64_t s, double probability, int only_transient, int acce
     own_epoll_ctl = epoll_ctl_on;
     own_reduce = reduce_on;
 }
+
+/* For a test without libfiu (tests/test_fault_paths.py): the next n
+ * epoll_ctl() calls fail with ENOMEM. */
+void shim_fail_epoll_ctl(int n) { __atomic_store_n(&epoll_ctl_fail_next, n, __ATOMIC_SEQ_CST); }
 
 /* Off: every decision says no (the harness's own I/O between rounds). */
 void shim_off(void) { __atomic_store_n(&threshold, 0, __ATOMIC_RELAXED); }
@@ -110,6 +115,11 @@ int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
     static const int errnos[] = {ENOMEM, ENOSPC};
     if (real == NULL)
         real = dlsym(RTLD_NEXT, "epoll_ctl");
+    if (__atomic_load_n(&epoll_ctl_fail_next, __ATOMIC_SEQ_CST) > 0
+            && __atomic_sub_fetch(&epoll_ctl_fail_next, 1, __ATOMIC_SEQ_CST) >= 0) {
+        errno = ENOMEM;
+        return -1;
+    }
     if (own_epoll_ctl && decide()) {
         errno = pick(errnos, sizeof errnos / sizeof *errnos);
         return -1;
