@@ -46,7 +46,7 @@ PROFILES = {
     "subprocess": dict(count=6, low=1, high=262144, concurrency=3),
     "short-conns": dict(count=400, low=0, high=300, concurrency=40),
 }
-VIOLATIONS = ("crashes", "hangs", "silent", "leaked_fds")
+VIOLATIONS = ("crashes", "hangs", "silent", "leaked_fds", "leaked_watched", "leaked_rss")
 
 
 class Server:
@@ -155,7 +155,7 @@ def run_one(cfg, python, outdir):
     """One scenario on one loop with one seed: its tally."""
     name = f"{cfg['scenario']}-{cfg['loop']}-{cfg['seed']}"
     tally = dict(ops=0, whole=0, reported=0, crashes=0, hangs=0, silent=0, leaked_fds=0,
-                 leaked_watched=0, rss_growth=0, calls=0, injected=0, notes=[], log=None)
+                 leaked_watched=0, rss_growth=0, leaked_rss=0, calls=0, injected=0, notes=[], log=None)
     logpath = os.path.join(outdir, name + ".log")
     server = Server(cfg, python, logpath)
     transient = cfg["transient"]
@@ -195,6 +195,9 @@ def run_one(cfg, python, outdir):
         if base["watched"] is not None:
             tally["leaked_watched"] = max(0, last["watched"] - base["watched"])
         tally["rss_growth"] = last["rss"] - usage[min(4, len(usage) - 1)]["rss"]
+        if len(usage) >= 10 and tally["rss_growth"] > cfg["rss_limit"]:
+            tally["leaked_rss"] = 1
+            tally["notes"].append(f"RSS grew {tally['rss_growth'] / 2**20:.1f} MiB from round 5 to {len(usage)}")
         server.send({"quit": True})
         if not isinstance(server.receive(60), dict):
             tally["crashes"] += 1
@@ -208,7 +211,7 @@ def run_one(cfg, python, outdir):
         if server.proc.returncode not in (0, None):
             tally["crashes"] += 1
             tally["notes"].append(f"server exit status {server.proc.returncode}")
-        if tally["crashes"] or tally["hangs"] or tally["silent"] or tally["leaked_fds"]:
+        if any(tally[v] for v in VIOLATIONS):
             tally["log"] = logpath
     return tally
 
@@ -228,6 +231,8 @@ def main(argv=None):
     ap.add_argument("--python", default=sys.executable, help="the interpreter the server runs on")
     ap.add_argument("--out", default=None, help="directory for the servers' logs and results.json")
     ap.add_argument("--strict", default="minloop", help="loops whose violations fail the run")
+    ap.add_argument("--rss-limit-mb", type=float, default=8.0,
+                    help="with 10 rounds or more: RSS growth from round 5 to the last that is a leak")
     args = ap.parse_args(argv)
     missing = injector.check_installed()
     if missing:
@@ -243,7 +248,8 @@ def main(argv=None):
                 count = max(1, int(prof["count"] * args.scale))
                 cfg = dict(scenario=scenario, loop=loop, seed=seed, probability=args.probability,
                            transient=args.transient, epoll_ctl=args.epoll_ctl, rounds=args.rounds,
-                           timeout=args.timeout, count=count, concurrency=prof["concurrency"],
+                           timeout=args.timeout, rss_limit=args.rss_limit_mb * 2**20,
+                           count=count, concurrency=prof["concurrency"],
                            sizes=sizes(seed, 64, prof["low"], prof["high"]), udp_wait=2.0)
                 t = run_one(cfg, args.python, outdir)
                 if total is None:
@@ -262,7 +268,7 @@ def main(argv=None):
         json.dump(dict(args=vars(args), rows=rows), f, indent=1)
     print_table(rows, args)
     strict = args.strict.split(",")
-    bad = [r for r in rows if r["loop"] in strict and any(r[v] or (v == "leaked_fds" and r["leaked_watched"]) for v in VIOLATIONS)]
+    bad = [r for r in rows if r["loop"] in strict and any(r[v] for v in VIOLATIONS)]
     for r in rows:
         for n in r["notes"][:5]:
             print(f"  {r['scenario']} on {r['loop']}: {n}")
@@ -275,18 +281,21 @@ def main(argv=None):
 def print_row(r):
     print(f"{r['scenario']:14} {r['loop']:8} ops {r['ops']:5} whole {r['whole']:5} reported {r['reported']:4} "
           f"faults {r['injected']:6}/{r['calls']:<8} crash {r['crashes']} hang {r['hangs']} "
-          f"silent {r['silent']} leaked fds {r['leaked_fds']}/{r['leaked_watched']}", flush=True)
+          f"silent {r['silent']} leaked fds {r['leaked_fds']}/{r['leaked_watched']} "
+          f"RSS {r['rss_growth'] / 2**20:+.1f} MiB", flush=True)
 
 
 def print_table(rows, args):
     print(f"\nPython {sys.version.split()[0]}, seeds {args.seeds}, p={args.probability}"
           f"{' (transient errnos only)' if args.transient else ''}, {args.rounds} rounds, scale {args.scale}\n")
-    print("| scenario | loop | ops | whole | reported | faults / calls | crashes | hangs | silent losses | leaked fds |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| scenario | loop | ops | whole | reported | faults / calls | crashes | hangs | silent losses | leaked fds |"
+          " RSS growth |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['scenario']} | {r['loop']} | {r['ops']} | {r['whole']} | {r['reported']} | "
               f"{r['injected']} / {r['calls']} | {r['crashes']} | {r['hangs']} | {r['silent']} | "
-              f"{r['leaked_fds']}{' (+%d watched)' % r['leaked_watched'] if r['leaked_watched'] else ''} |")
+              f"{r['leaked_fds']}{' (+%d watched)' % r['leaked_watched'] if r['leaked_watched'] else ''} | "
+              f"{r['rss_growth'] / 2**20:+.1f} MiB{' (leak)' if r['leaked_rss'] else ''} |")
 
 
 if __name__ == "__main__":
