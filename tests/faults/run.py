@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import queue
-import random
 import signal
 import subprocess
 import sys
