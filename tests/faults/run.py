@@ -58,6 +58,7 @@ class Server:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
             env=injector.preload_env())
         self.lines = queue.Queue()
+        self.printed = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -70,12 +71,20 @@ class Server:
         self.proc.stdin.flush()
 
     def receive(self, timeout):
-        """A message; "crash" if the process ended, "hang" after timeout."""
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            return "hang"
-        return "crash" if line is None else json.loads(line)
+        """A message; "crash" if the process ended, "hang" after timeout.
+        Other lines (uvloop prints some errors to stdout) are kept apart."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0, deadline - time.monotonic()))
+            except queue.Empty:
+                return "hang"
+            if line is None:
+                return "crash"
+            try:
+                return json.loads(line)
+            except ValueError:
+                self.printed.append(line[:200].decode(errors="replace").strip())
 
     def dump_stacks(self):
         if self.proc.poll() is None:
@@ -178,7 +187,7 @@ def run_one(cfg, python, outdir):
                 server.proc.send_signal(signal.SIGUSR1)
             out = server.receive(cfg["timeout"] * 4 + 60)
             if not isinstance(out, dict):
-                tally["crashes" if out == "crash" else "hangs"] += 1
+                tally["hangs" if out == "hang" else "crashes"] += 1
                 if out == "hang":
                     server.dump_stacks()
                 tally["notes"].append(f"round {rnd}: server {out}")
@@ -210,6 +219,8 @@ def run_one(cfg, python, outdir):
         if server.proc.returncode not in (0, None):
             tally["crashes"] += 1
             tally["notes"].append(f"server exit status {server.proc.returncode}")
+        if server.printed:
+            tally["notes"].append(f"the server printed {len(server.printed)} lines: {server.printed[:2]}")
         if any(tally[v] for v in VIOLATIONS):
             tally["log"] = logpath
     return tally
