@@ -11,6 +11,9 @@ Environment switches (for development and CI, never for wheels):
                       CFLAGS carry -g) and no symbol table; what release
                       wheels ship ([tool.cibuildwheel] sets it).  Off by
                       default: profilers and callgrind want the symbols.
+  MINLOOP_ALLOC_FAULTS=1  allocations in the C units and a transport's
+                      buffers that a test can fail on demand
+                      (src/alloc_faults.h; the fault harness's allocation pass)
   MINLOOP_NO_TELEMETRY=1  compile the loop's telemetry out (src/telemetry.h):
                       loop.stats() and the rest raise NotImplementedError;
                       for measuring what it costs against the default build
@@ -79,6 +82,9 @@ if flag("MINLOOP_THREAD_GUARDS"):
     macros.append(("MINLOOP_THREAD_GUARDS", "1"))
 if flag("MINLOOP_NO_TELEMETRY"):
     macros.append(("MINLOOP_NO_TELEMETRY", "1"))
+alloc_faults = flag("MINLOOP_ALLOC_FAULTS")
+if alloc_faults:
+    macros.append(("MINLOOP_ALLOC_FAULTS", "1"))
 common = dict(
     include_dirs=["src"],
     extra_compile_args=compile_args,
@@ -114,6 +120,11 @@ extensions = [
     Extension("minloop.pipes", ["minloop/pipes.pyx"], **transport_common),
     Extension("minloop.tls", ["minloop/tls.pyx"], **transport_common),
 ]
+
+if alloc_faults:
+    # Each module its own copy of the switches (src/alloc_faults.h).
+    for ext in extensions:
+        ext.sources.append("src/alloc_faults.c")
 
 
 def cython_processes():

@@ -120,6 +120,21 @@ cdef extern from "fd_table.h" nogil:
     int fdt_rearm(fd_table *t, poller *p, int fd, int which, const void *item)
 
 
+# Allocations a test build fails on demand (src/alloc_faults.h): af_fails()
+# is the constant 0 unless built with MINLOOP_ALLOC_FAULTS=1.
+cdef extern from "alloc_faults.h" nogil:
+    enum:
+        MINLOOP_ALLOC_FAULTS_BUILT
+        AF_TIMER_HEAP
+        AF_READY_RING
+        AF_FD_TABLE
+        AF_READ_BUFFER
+        AF_WRITE_QUEUE
+    int af_fails(int site)
+    void af_arm(int site, long skip, long fails)
+    long af_failed(int site)
+
+
 # The loop's telemetry (src/telemetry.h): recorded by loop.pyx, read by
 # loop_metrics.pyx.  MINLOOP_TELEMETRY is 0 in a MINLOOP_NO_TELEMETRY build,
 # where the recording functions are empty and the readers read zeros.
@@ -449,3 +464,18 @@ cdef extern from "Python.h":
     ctypedef struct gc_type "PyTypeObject":
         gc_traverseproc tp_traverse
         gc_inquiry tp_clear
+
+
+cdef inline long arm_alloc_faults(str site, long skip, long fails) except -1:
+    """The test build's switch for this module's copy of the allocation
+    sites (src/alloc_faults.h): the failures at `site` since it was last
+    armed; then, if skip >= 0, arms it to let `skip` through and fail the
+    `fails` after them."""
+    cdef int i
+    if not MINLOOP_ALLOC_FAULTS_BUILT:
+        raise RuntimeError("minloop was built without MINLOOP_ALLOC_FAULTS=1")
+    i = ("timer_heap", "ready_ring", "fd_table", "read_buffer", "write_queue").index(site)
+    cdef long failed = af_failed(i)
+    if skip >= 0:
+        af_arm(i, skip, fails)
+    return failed

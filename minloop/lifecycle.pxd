@@ -41,7 +41,7 @@ from posix.stdlib cimport posix_memalign
 from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, c_read,
-                        PyBytes_FromStringAndSize_raw)
+                        PyBytes_FromStringAndSize_raw, af_fails, AF_READ_BUFFER)
 from .loop cimport LoopCore, fd_watched
 
 
@@ -92,8 +92,10 @@ cdef inline object read_new_bytes(int fd, Py_ssize_t n, ssize_t *got, bint from_
     n bytes, shrunk to what came, as the socket module's recv(n) and
     os.read(n) do (no copy out of read_buffer()).  The bytes; or None where
     the call returned 0 or failed: *got says which, errno why."""
-    cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
     cdef int err
+    if af_fails(AF_READ_BUFFER):
+        raise MemoryError()
+    cdef PyObject *raw = PyBytes_FromStringAndSize_raw(NULL, n)
     if from_socket:
         got[0] = recv(fd, PyBytes_AS_STRING(<object>raw), <size_t>n, 0)
     else:

@@ -1558,3 +1558,8 @@ cdef _install_gc_hooks():
 
 
 _install_gc_hooks()
+
+
+def _alloc_faults(str site, long skip=-1, long fails=0):
+    """Test builds only: includes.pxd's arm_alloc_faults for this module."""
+    return arm_alloc_faults(site, skip, fails)

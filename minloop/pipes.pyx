@@ -204,7 +204,14 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             n = c_read(self._fileno, buf, READ_SIZE)
             # Out of the loop's buffer before any Python code runs (the
             # lookup of data_received may run some).
-            data = PyBytes_FromStringAndSize(buf, n) if n > 0 else None
+            try:
+                data = PyBytes_FromStringAndSize(buf, n) if n > 0 else None
+            except MemoryError as exc:
+                # Read, but not delivered: the stream cannot go on without
+                # it.  (asyncio's os.read() fails before reading; its
+                # MemoryError goes to the exception handler.)
+                self._fatal_error(exc, 'Fatal read error on pipe transport')
+                return
         cdef int err = errno
         if n > 0:
             # The next read: no copy while reads are large (lifecycle.pxd).

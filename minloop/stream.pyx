@@ -43,7 +43,8 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident)
+                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE,
+                        arm_alloc_faults)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
@@ -670,13 +671,28 @@ cdef class SocketTransport(StreamTransportBase):
         elif n > COPY_MAX:
             self._read_mode = _READ_LARGE     # for the next read
         # Copied out of the loop's buffer before any Python code runs.
-        self._data_received(PyBytes_FromStringAndSize(buf, n))
+        try:
+            if af_fails(AF_READ_BUFFER):
+                raise MemoryError()
+            data = PyBytes_FromStringAndSize(buf, n)
+        except MemoryError as exc:
+            # The bytes are out of the kernel: the stream cannot go on
+            # without them.  asyncio's recv() fails before reading, and
+            # reports it so.
+            self._fatal_error(exc, 'Fatal read error on socket transport')
+            return
+        self._data_received(data)
 
     cdef _read_large(self):
         # As asyncio's recv(max_size), smaller: no copy, an allocation to
         # shrink.
         cdef ssize_t n
-        data = read_new_bytes(self._sock_fd, LARGE_READ_SIZE, &n, True)
+        try:
+            data = read_new_bytes(self._sock_fd, LARGE_READ_SIZE, &n, True)
+        except MemoryError as exc:
+            # As asyncio's recv(max_size) failing so.
+            self._fatal_error(exc, 'Fatal read error on socket transport')
+            return
         cdef int err = errno
         if n <= 0:
             if n == 0:
@@ -914,6 +930,8 @@ cdef class SocketTransport(StreamTransportBase):
 
     cdef bint _queue(self, data, Py_ssize_t offset) except -1:
         """Queue data[offset:]; False if there is nothing left to queue."""
+        if af_fails(AF_WRITE_QUEUE):
+            raise MemoryError()
         if self._buffer is None:
             self._buffer = []
         elif PyBytes_Check(self._buffer):
@@ -1206,8 +1224,17 @@ cdef class SocketTransport(StreamTransportBase):
 
 
 cdef int _send_held_writes(object transport) except -1:
-    """The loop's write_flusher."""
-    return (<SocketTransport>transport)._send_held()
+    """The loop's write_flusher.  What the send raises is this transport's
+    fatal error, not the loop's: asyncio's write() would have raised it
+    into the protocol's callback, which fails the transport (an epoll_ctl()
+    ENOMEM arming the writer after a partial send stopped the loop)."""
+    try:
+        return (<SocketTransport>transport)._send_held()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        (<SocketTransport>transport)._fatal_error(exc, 'Fatal write error on socket transport')
+        return 0
 
 
 cdef void _sendmsg_once(int fd, list queue, Py_ssize_t head) noexcept:
@@ -1335,3 +1362,8 @@ def _serve_connection(loop, protocol_factory, conn, addr, server, context):
             if protocol is not None:
                 context['protocol'] = protocol
             loop.call_exception_handler(context)
+
+
+def _alloc_faults(str site, long skip=-1, long fails=0):
+    """Test builds only: includes.pxd's arm_alloc_faults for this module."""
+    return arm_alloc_faults(site, skip, fails)

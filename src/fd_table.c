@@ -1,5 +1,6 @@
 /* fd_table: the calls off the hot path (see fd_table.h). */
 #include "fd_table.h"
+#include "alloc_faults.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -39,7 +40,7 @@ int fdt_grow(fd_table *t, int fd)
     size = t->size ? (size_t)t->size : FDT_MIN_SIZE;
     while (size <= (size_t)fd)
         size *= 2;
-    slots = realloc(t->slots, size * sizeof(fdt_slot));
+    slots = af_fails(AF_FD_TABLE) ? NULL : realloc(t->slots, size * sizeof(fdt_slot));
     if (slots == NULL)
         return -ENOMEM;
     memset(&slots[t->size], 0, (size - (size_t)t->size) * sizeof(fdt_slot));

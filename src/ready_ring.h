@@ -36,6 +36,7 @@
 #ifndef MINLOOP_READY_RING_H
 #define MINLOOP_READY_RING_H
 
+#include "alloc_faults.h"
 #include "cross_thread.h"
 
 #include <sched.h>
@@ -86,7 +87,7 @@ static inline void ring_free(ready_ring *r)
 static int ring_grow(ready_ring *r)
 {
     size_t cap = r->cap ? r->cap * 2 : RING_MIN_CAP;
-    void **items = malloc(cap * sizeof(void *));
+    void **items = af_fails(AF_READY_RING) ? NULL : malloc(cap * sizeof(void *));
     if (items == NULL)
         return -1;
     for (size_t i = 0; i < r->len; i++)

@@ -1,4 +1,5 @@
 #include "timer_heap.h"
+#include "alloc_faults.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,7 @@ static int heap_resize(timer_heap *h, size_t cap)
 {
     if (cap > HEAP_MAX_CAP || cap > (SIZE_MAX - HEAP_LINE) / 64)
         return -1;
-    void *block = malloc(heap_block_size(cap));
+    void *block = af_fails(AF_TIMER_HEAP) ? NULL : malloc(heap_block_size(cap));
     if (block == NULL)
         return -1;
     uintptr_t line = ((uintptr_t)block + HEAP_LINE - 1) & ~(uintptr_t)(HEAP_LINE - 1);
@@ -243,7 +244,7 @@ static int heap_renumber(timer_heap *h)
     if (len > HEAP_SEQ_MAX)
         return -1;  /* only a test build's tiny HEAP_SEQ_MAX gets here */
     if (len) {
-        heap_entry *sorted = malloc(len * sizeof(heap_entry));
+        heap_entry *sorted = af_fails(AF_TIMER_HEAP) ? NULL : malloc(len * sizeof(heap_entry));
         if (sorted == NULL)
             return -1;
         memcpy(sorted, h->entries, len * sizeof(heap_entry));
@@ -440,7 +441,7 @@ static void heap_sift_down(timer_heap *h, size_t i, heap_entry e)
 static void heap_sort_run(heap_entry *d, heap_entry *tmp, size_t k)
 {
     enum { BITS = 11, RADIX = 1 << BITS, PASSES = (64 + BITS - 1) / BITS };
-    size_t (*count)[RADIX] = calloc(PASSES, sizeof *count);
+    size_t (*count)[RADIX] = af_fails(AF_TIMER_HEAP) ? NULL : calloc(PASSES, sizeof *count);
     heap_entry *src = d, *dst = tmp;
     size_t i;
     if (count == NULL) {
@@ -494,7 +495,7 @@ static int heap_drain_bulk(timer_heap *h, uint64_t end_key, heap_sink sink,
         k += h->entries[i].key < end_key;
     if (k > SIZE_MAX / (2 * sizeof(heap_entry)))
         return -1;
-    heap_entry *d = malloc(2 * k * sizeof(heap_entry));
+    heap_entry *d = af_fails(AF_TIMER_HEAP) ? NULL : malloc(2 * k * sizeof(heap_entry));
     if (d == NULL)
         return -1;
     for (i = 0; i < n; i++) {

@@ -1,0 +1,84 @@
+"""Error paths the fault harness (tests/faults/, docs/faults.md) found,
+each reproduced here without libfiu: a child process preloads only the
+harness's shim (tests/faults/fiu_shim.c, built with cc), which fails the
+call the test names.  On both loops."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "faults"))
+
+import injector  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None or not sys.platform.startswith("linux"),
+                                reason="the shim is built with cc and wraps Linux's epoll_ctl")
+
+CHILD = textwrap.dedent("""
+    import asyncio, ctypes, os, socket, sys
+    shim = ctypes.CDLL(os.environ["LD_PRELOAD"])
+    if sys.argv[1] == "minloop":
+        import minloop
+        loop = minloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+
+    async def main():
+        a, b = socket.socketpair()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        lost = loop.create_future()
+
+        class Echo(asyncio.Protocol):
+            def connection_made(self, transport):
+                self.transport = transport
+
+            def data_received(self, data):
+                loop.create_task(self.send())
+
+            async def send(self):
+                # From a task, as a streams handler writes: more than the
+                # socket takes, so the rest waits for a writer, and arming
+                # it fails.
+                shim.shim_fail_epoll_ctl(1)
+                try:
+                    self.transport.write(b"x" * 60_000)   # held: under the high-water mark
+                except OSError as exc:   # asyncio: to the caller
+                    self.transport.abort()
+                    lost.set_result(exc)
+
+            def connection_lost(self, exc):
+                if not lost.done():
+                    lost.set_result(exc)
+
+        await loop.create_connection(Echo, sock=a)
+        b.send(b"go")
+        exc = await asyncio.wait_for(lost, 10)
+        b.close()
+        # The loop goes on serving.
+        await asyncio.sleep(0.01)
+        print(type(exc).__name__, getattr(exc, "errno", None))
+
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(ctx["message"]))
+    loop.run_until_complete(main())
+    print(reports)
+""")
+
+
+@pytest.mark.parametrize("kind", ["minloop", "asyncio"])
+def test_arming_the_writer_fails_after_a_partial_send(kind):
+    """epoll_ctl() ENOMEM arming the writer for what a send left: the
+    error reaches the caller of write() (asyncio) or the protocol's
+    connection_lost (minloop, which sends a callback's writes as the
+    callback ends), and the loop goes on.  It escaped from that send and
+    stopped minloop's loop."""
+    env = dict(os.environ, LD_PRELOAD=injector.shim_path())
+    out = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "OSError 12"
