@@ -456,14 +456,13 @@ cdef class SocketTransport(StreamTransportBase):
         # Reading starts only once connection_made() has run.
         if context is None:
             loop.call_soon(self._protocol.connection_made, self)
-            loop.call_soon(self._add_reader, self._sock_fd, self._read_ready)
+            loop.call_soon(self._start_reading)
             if waiter is not None:
                 loop.call_soon(_set_result_unless_cancelled, waiter, None)
         else:
             loop.call_soon(self._protocol.connection_made, self,
                            context=context)
-            loop.call_soon(self._add_reader, self._sock_fd, self._read_ready,
-                           context=context)
+            loop.call_soon(self._start_reading, context=context)
             if waiter is not None:
                 loop.call_soon(_set_result_unless_cancelled, waiter, None,
                                context=context)
@@ -620,6 +619,17 @@ cdef class SocketTransport(StreamTransportBase):
         self._add_reader(self._sock_fd, self._read_ready)
         if self._core._debug:
             _logger.debug("%r resumes reading", self)
+
+    def _start_reading(self):
+        """The first _add_reader(), after connection_made().  If the socket
+        cannot be watched (epoll_ctl() ENOMEM), the connection ends with
+        that error: asyncio reports it to the exception handler and leaves
+        the connection open and never read, a hang for its peer (the fault
+        harness, docs/faults.md)."""
+        try:
+            self._add_reader(self._sock_fd, self._read_ready)
+        except OSError as exc:
+            self._fatal_error(exc, 'Fatal error: the socket cannot be watched for reading')
 
     def _add_reader(self, fd, callback, *args):
         if self._closing or self._paused:

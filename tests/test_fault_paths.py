@@ -82,3 +82,62 @@ def test_arming_the_writer_fails_after_a_partial_send(kind):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "OSError 12"
+
+
+START_CHILD = textwrap.dedent("""
+    import asyncio, ctypes, os, socket, sys
+    shim = ctypes.CDLL(os.environ["LD_PRELOAD"])
+    if sys.argv[1] == "minloop":
+        import minloop
+        loop = minloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+
+    async def main():
+        a, b = socket.socketpair()
+        lost = loop.create_future()
+
+        class Proto(asyncio.Protocol):
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        # The next epoll_ctl() is the new transport's, watching its socket.
+        shim.shim_fail_epoll_ctl(1)
+        transport, _ = await loop.create_connection(Proto, sock=a)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if lost.done():
+            exc = lost.result()
+            b.setblocking(False)
+            peer = b.recv(10)          # the peer sees the connection end
+            print("lost", type(exc).__name__, exc.errno, peer)
+        else:
+            print("open", transport.is_closing())
+            transport.close()
+        b.close()
+
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(
+        (type(ctx.get("exception")).__name__, getattr(ctx.get("exception"), "errno", None))))
+    loop.run_until_complete(main())
+    print(reports)
+""")
+
+
+@pytest.mark.parametrize("kind", ["minloop", "asyncio"])
+def test_watching_a_new_connection_fails(kind):
+    """epoll_ctl() ENOMEM as a new transport starts watching its socket:
+    asyncio reports it to the exception handler and the connection stays
+    open, never read (its peer hangs); minloop ends that connection with
+    the error (connection_lost(exc), the peer sees the end)."""
+    env = dict(os.environ, LD_PRELOAD=injector.shim_path())
+    out = subprocess.run([sys.executable, "-c", START_CHILD, kind], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    first, reports = out.stdout.splitlines()[:2]
+    if kind == "minloop":
+        assert first == "lost OSError 12 b''"
+        assert reports == "[]"            # an OSError: asyncio's _fatal_error logs it in debug only
+    else:
+        assert first == "open False"
+        assert reports == "[('OSError', 12)]"
