@@ -18,7 +18,9 @@ import injector  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or not sys.platform.startswith("linux"),
                                 reason="the shim is built with cc and wraps Linux's epoll_ctl")
 
-CHILD = textwrap.dedent("""
+# Each child: the shim (its switches through ctypes), and the loop named by
+# argv[1].
+PRELUDE = textwrap.dedent("""
     import asyncio, ctypes, os, socket, sys
     shim = ctypes.CDLL(os.environ["LD_PRELOAD"])
     if sys.argv[1] == "minloop":
@@ -26,6 +28,9 @@ CHILD = textwrap.dedent("""
         loop = minloop.new_event_loop()
     else:
         loop = asyncio.new_event_loop()
+""")
+
+CHILD = PRELUDE + textwrap.dedent("""
 
     async def main():
         a, b = socket.socketpair()
@@ -84,14 +89,7 @@ def test_arming_the_writer_fails_after_a_partial_send(kind):
     assert out.stdout.splitlines()[0] == "OSError 12"
 
 
-START_CHILD = textwrap.dedent("""
-    import asyncio, ctypes, os, socket, sys
-    shim = ctypes.CDLL(os.environ["LD_PRELOAD"])
-    if sys.argv[1] == "minloop":
-        import minloop
-        loop = minloop.new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
+START_CHILD = PRELUDE + textwrap.dedent("""
 
     async def main():
         a, b = socket.socketpair()
