@@ -18,11 +18,20 @@ import injector  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or not sys.platform.startswith("linux"),
                                 reason="the shim is built with cc and wraps Linux's epoll_ctl")
 
+def shim_env():
+    """The environment of a child that preloads the shim: after what is
+    preloaded already (.ci/run's ASan stage preloads the sanitizers' runtimes,
+    which must come first)."""
+    shim = injector.shim_path()
+    preload = " ".join(filter(None, [os.environ.get("LD_PRELOAD", "").replace(":", " "), shim]))
+    return dict(os.environ, LD_PRELOAD=preload, FAULT_SHIM=shim)
+
+
 # Each child: the shim (its switches through ctypes), and the loop named by
 # argv[1].
 PRELUDE = textwrap.dedent("""
     import asyncio, ctypes, os, socket, sys
-    shim = ctypes.CDLL(os.environ["LD_PRELOAD"])
+    shim = ctypes.CDLL(os.environ["FAULT_SHIM"])
     if sys.argv[1] == "minloop":
         import minloop
         loop = minloop.new_event_loop()
@@ -82,7 +91,7 @@ def test_arming_the_writer_fails_after_a_partial_send(kind):
     connection_lost (minloop, which sends a callback's writes as the
     callback ends), and the loop goes on.  It escaped from that send and
     stopped minloop's loop."""
-    env = dict(os.environ, LD_PRELOAD=injector.shim_path())
+    env = shim_env()
     out = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -128,7 +137,7 @@ def test_watching_a_new_connection_fails(kind):
     asyncio reports it to the exception handler and the connection stays
     open, never read (its peer hangs); minloop ends that connection with
     the error (connection_lost(exc), the peer sees the end)."""
-    env = dict(os.environ, LD_PRELOAD=injector.shim_path())
+    env = shim_env()
     out = subprocess.run([sys.executable, "-c", START_CHILD, kind], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
