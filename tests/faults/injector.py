@@ -33,8 +33,9 @@ def shim_path():
     os.makedirs(cache, exist_ok=True)
     out = os.path.join(cache, f"fiu_shim-{int(os.stat(src).st_mtime)}.so")
     if not os.path.exists(out):
-        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-o", out + ".tmp", src, "-ldl"], check=True)
-        os.replace(out + ".tmp", out)
+        tmp = f"{out}.{os.getpid()}.tmp"   # two test workers may build it at once
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-o", tmp, src, "-ldl"], check=True)
+        os.replace(tmp, out)
     return out
 
 
