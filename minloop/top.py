@@ -318,7 +318,7 @@ _FULL = (("LOOP", 6, 0), ("TID", 7, 0), ("THREAD", 15, 1), ("STATE", 7, 1),
          ("BUSY max", 9, 0), ("READY", 6, 0), ("TIMERS", 7, 0), ("FDS", 5, 0))
 _COMPACT = (("LOOP", 4, 0), ("TID", 7, 0), ("THREAD", 15, 1), ("STATE", 7, 1),
             ("UTIL", 6, 0), ("CB/s", 7, 0), ("LAG p50", 7, 0), ("p99", 7, 0), ("max", 7, 0),
-            ("BUSY max", 8, 0), ("READY", 5, 0), ("TIMERS", 6, 0), ("FDS", 5, 0))
+            ("BUSY max", 8, 0), ("READY", 5, 0), ("TIMERS", 6, 0), ("FDS", 4, 0))
 
 
 def _layouts():
@@ -328,11 +328,14 @@ def _layouts():
     yield tuple(c for c in _COMPACT if c[0] not in ("THREAD", "TID"))
 
 
-def _layout(width):
-    if width is None:
-        return _FULL
+def _layout(width, loop_width=0):
+    """The widest layout that fits `width`, its LOOP column as wide as the
+    widest label (a sub-interpreter's INTERPRETER:NUMBER needs more)."""
+    columns = _FULL
     for columns in _layouts():
-        if sum(w for _, w, _ in columns) + len(columns) - 1 <= width:
+        columns = tuple((t, max(w, loop_width) if t == "LOOP" else w, left)
+                        for t, w, left in columns)
+        if width is None or sum(w for _, w, _ in columns) + len(columns) - 1 <= width:
             return columns
     return columns
 
@@ -354,7 +357,7 @@ def render(top, interval, color=False, width=None):
     wide as the figures need, for a pipe)."""
     rows = top.rows()
     now = time.strftime("%H:%M:%S")
-    columns = _layout(width)
+    columns = _layout(width, max((len(r["loop"]) for r in rows), default=0))
     lines = [_fit(f"minloop top  pid {top.pid}  {_cmdline(top.pid)}", width),
              f"{len(rows)} loop{'s' if len(rows) != 1 else ''}, over {interval:g}s,"
              f" stall: one callback for {top.stall_threshold:g}s+   {now}",

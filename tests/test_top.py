@@ -532,6 +532,23 @@ def test_top_fits_the_terminal_and_names_the_python_thread():
         loop.close()
 
 
+@pytest.mark.parametrize("interp, loop_id", [(0, 1), (0, 9999), (2, 1546), (9, 9999)])
+def test_a_sub_interpreters_loop_label_widens_its_column(interp, loop_id):
+    # INTERPRETER:NUMBER is wider than a main interpreter's number: the LOOP
+    # column widens, and at 80 columns every figure still fits (the suite
+    # run in a sub-interpreter had made loop 1546: its row was 81 wide).
+    # Labels of up to 6 characters fit; a wider one widens the table.
+    view = top.LoopView(None, fake_read(100.0, 10.0, 5.0, interp=interp, loop_id=loop_id))
+    view.sample(fake_read(101.0, 11.0, 5.5, interp=interp, loop_id=loop_id))
+    label = str(loop_id) if interp == 0 else f"{interp}:{loop_id}"
+    lines = top.render(FakeTop(view, pid=0), 1.0, width=80)
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("LOOP"))
+    header, row = lines[at], lines[at + 1]
+    assert row.split()[0] == label
+    assert len(row) <= 80 and len(header) <= 80, (row, header)
+    assert header.rstrip().endswith("FDS") and row.split()[-1] == "1"   # fds
+
+
 def _hist_of(*values):
     bounds = page_reader.bucket_bounds()
     counts = [0] * len(bounds)
