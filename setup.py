@@ -59,7 +59,8 @@ if sanitize:
     link_args += san
 
 poller_sources = ["src/poller_epoll.c", "src/poller_kqueue.c"]  # each compiles to nothing off its platform
-poller_link = {}  # what the module with the poller (minloop.loop) links in addition
+# What the module with the poller (minloop.loop) adds to the common options.
+poller_includes, poller_link = [], {}
 macros = [("_GNU_SOURCE", None)]
 poller_choice = os.environ.get("MINLOOP_POLLER", "")
 if poller_choice not in ("", "epoll", "kqueue"):
@@ -74,8 +75,8 @@ if poller_choice == "kqueue" and sys.platform.startswith("linux"):
     macros.append(("MINLOOP_POLLER_KQUEUE", "1"))
     # rpath: the module finds libkqueue.so where it was built against,
     # with no LD_LIBRARY_PATH.
-    poller_link = dict(include_dirs=[os.path.join(libkqueue, "include", "kqueue")],
-                       library_dirs=[os.path.join(libkqueue, "lib")],
+    poller_includes = [os.path.join(libkqueue, "include", "kqueue")]
+    poller_link = dict(library_dirs=[os.path.join(libkqueue, "lib")],
                        runtime_library_dirs=[os.path.join(libkqueue, "lib")],
                        libraries=["kqueue"])
 if flag("MINLOOP_THREAD_GUARDS"):
@@ -105,8 +106,7 @@ extensions = [
     Extension(
         "minloop.loop",
         ["minloop/loop.pyx", "src/fd_table.c", "src/timer_heap.c", "src/wakeup.c", *poller_sources],
-        **dict(common, include_dirs=common["include_dirs"] + poller_link.get("include_dirs", []),
-               **{k: v for k, v in poller_link.items() if k != "include_dirs"}),
+        **dict(common, include_dirs=common["include_dirs"] + poller_includes, **poller_link),
     ),
     Extension("minloop.loop_metrics", ["minloop/loop_metrics.pyx"], **common),
     Extension("minloop.fd_owners", ["minloop/fd_owners.pyx"], **common),

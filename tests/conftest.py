@@ -60,10 +60,10 @@ def _poller_over_libkqueue():
     """Whether minloop was built with its kqueue poller on Linux, over
     libkqueue's emulation (setup.py's MINLOOP_POLLER=kqueue)."""
     try:
-        from minloop.loop import poller_backend_name
+        from minloop.loop import _build_flags
     except ImportError:
         return False
-    return sys.platform.startswith("linux") and poller_backend_name() == "kqueue"
+    return _build_flags()["libkqueue"]
 
 
 OVER_LIBKQUEUE = _poller_over_libkqueue()
