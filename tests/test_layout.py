@@ -423,6 +423,162 @@ def test_a_cycle_fails_the_check(monkeypatch):
         test_no_import_cycles()
 
 
+# ---------------------------------------------------------------------------
+# The claims in the prose: where a symbol lives, which .pyx has a .pxd and a
+# .pyi, which tests run on asyncio's loop.
+
+DOCS = (LAYOUT, os.path.join(ROOT, "docs", "design.md"))
+# A hop: `minloop/loop.pyx:651` `_run_iteration` (the symbol on that line).
+HOP = re.compile(r"`((?:minloop|src)/[\w/]+\.\w+):(\d+)`\s+`([^`]+)`")
+
+
+def hops():
+    """[(doc, its line, path, line, symbol)] of every hop in the docs."""
+    found = []
+    for doc in DOCS:
+        with open(doc, encoding="utf-8") as f:
+            text = f.read()
+        for m in HOP.finditer(text):
+            found.append((os.path.relpath(doc, ROOT), text.count("\n", 0, m.start()) + 1,
+                          m.group(1), int(m.group(2)), m.group(3)))
+    return found
+
+
+def _on(line, symbol):
+    return re.search(r"(?<![\w])" + re.escape(symbol) + r"(?![\w])", line) is not None
+
+
+def where_now(path, symbol):
+    """Where `symbol` is in path now: its definitions first, then its uses."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    at = [n for n, line in enumerate(lines, 1) if _on(line, symbol)]
+    defines = re.compile(r"^\s*(?:(?:cdef|cpdef|def|class|static|inline|int|void|struct|"
+                         r"#\s*define)\b.*)?\b" + re.escape(symbol) + r"\b\s*[(:=\[]")
+    first = [n for n in at if defines.search(lines[n - 1])]
+    return first + [n for n in at if n not in first]
+
+
+def stale_hops(found):
+    stale = []
+    for doc, n, path, line, symbol in found:
+        full = os.path.join(ROOT, path)
+        if not os.path.exists(full):
+            stale.append(f"{doc}:{n}: `{path}:{line}` `{symbol}`: {path} does not exist")
+            continue
+        with open(full, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        if line <= len(lines) and _on(lines[line - 1], symbol):
+            continue
+        now = where_now(path, symbol)
+        where = (f"now at {path}:{now[0]}" + (f" (also {', '.join(map(str, now[1:6]))}"
+                                                + (" ..." if len(now) > 6 else "") + ")"
+                                                if len(now) > 1 else "")
+                 if now else f"no longer in {path}")
+        stale.append(f"{doc}:{n}: `{path}:{line}` `{symbol}`: not on line {line}; {where}")
+    return stale
+
+
+def test_every_hop_names_the_line_its_symbol_is_on():
+    found = hops()
+    # The design overview's two paths are there (and this test reads them).
+    assert sum(doc == "docs/design.md" for doc, *_ in found) >= 40
+    stale = stale_hops(found)
+    assert not stale, ("hops whose symbol has moved (write the line it is on now, or the "
+                       "symbol that is there now):\n" + "\n".join(stale))
+
+
+def test_a_moved_symbol_is_named_with_its_new_line():
+    found = [("docs/design.md", 1, "minloop/loop.pyx", 1, "_run_iteration"),
+             ("docs/design.md", 2, "minloop/loop.pyx", 1, "no_such_symbol_anywhere")]
+    first, gone = stale_hops(found)
+    now = where_now("minloop/loop.pyx", "_run_iteration")[0]
+    with open(os.path.join(ROOT, "minloop", "loop.pyx"), encoding="utf-8") as f:
+        assert "_run_iteration" in f.read().split("\n")[now - 1]
+    assert first.startswith("docs/design.md:1: `minloop/loop.pyx:1` `_run_iteration`: "
+                            f"not on line 1; now at minloop/loop.pyx:{now}")
+    assert gone.endswith("no longer in minloop/loop.pyx")
+
+
+def _marked_block(name):
+    with open(LAYOUT, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(rf"<!-- {name}[^>]*-->\n(.*?)<!-- /{name} -->", text, re.S)
+    assert m, f"docs/layout.md has no <!-- {name} --> block"
+    return m.group(1)
+
+
+def test_which_pyx_has_a_pxd_and_a_pyi():
+    block = _marked_block("pxd-pyi")
+    claimed = {}
+    for line in block.splitlines():
+        m = re.match(r"- (with|without) a `\.(pxd|pyi)`: (.*)", line.strip())
+        if m:
+            claimed[m.group(1), m.group(2)] = set(TICKED.findall(m.group(3).split(" (")[0]
+                                                                 if m.group(1) == "without"
+                                                                 and m.group(2) == "pxd"
+                                                                 else m.group(3)))
+    pyx = sorted(f for f in os.listdir(PKG) if f.endswith(".pyx"))
+    wrong = []
+    for ext in ("pxd", "pyi"):
+        have = {f for f in pyx if os.path.exists(os.path.join(PKG, f[:-4] + "." + ext))}
+        for kind, want in (("with", have), ("without", set(pyx) - have)):
+            got = {f for f in claimed.get((kind, ext), set()) if f.endswith(".pyx")}
+            if got != want:
+                wrong.append(f"- {kind} a `.{ext}`: " + " ".join(f"`{f}`" for f in sorted(want)))
+    assert not wrong, "docs/layout.md's pxd-pyi block should read (and say why):\n" + "\n".join(wrong)
+
+
+def test_the_symbols_the_change_table_names_are_in_its_files():
+    # "To change X, open Y": `loop.pyx` (`call_later`, `_call_at`) claims
+    # that loop.pyx has them.
+    with open(LAYOUT, encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("## To change X, open Y"):text.index("## Tests")]
+    claim = re.compile(r"((?:`[\w/]+\.(?:pyx|pxd|py|h|c)`/?)+)\s*\(([^()]*(?:\(\)[^()]*)*)\)")
+    missing = []
+    for m in claim.finditer(table):
+        files = [path_of(f) for f in TICKED.findall(m.group(1))]
+        texts = []
+        for path in files:
+            with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                texts.append(f.read())
+        for sym in re.findall(r"`(\w+)(?:\(\))?`", m.group(2)):
+            if not any(_on(t, sym) for t in texts):
+                missing.append(f"`{sym}` is in none of {', '.join(files)}")
+    assert not missing, "docs/layout.md's \"To change X\" table names:\n" + "\n".join(missing)
+
+
+def loops_of_test_files():
+    """{test file: whether any of its tests runs on asyncio's loop}, from
+    pytest's own collection (a test id with an `asyncio` parameter)."""
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "no:xdist", "tests"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    on_asyncio = {os.path.basename(p): False
+                  for p in os.listdir(os.path.join(ROOT, "tests"))
+                  if p.startswith("test_") and p.endswith(".py")}
+    for line in proc.stdout.splitlines():
+        path, sep, rest = line.partition("::")
+        m = re.search(r"\[(.*)\]$", rest)
+        if sep and m and "asyncio" in m.group(1).split("-"):
+            on_asyncio[os.path.basename(path)] = True
+    assert sum(on_asyncio.values()) > 20, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return on_asyncio
+
+
+def test_the_tests_said_to_run_on_minloop_only_are_those():
+    claimed = set(TICKED.findall(_marked_block("minloop-only")))
+    actual = {f for f, on in loops_of_test_files().items() if not on}
+    assert claimed == actual, (
+        "docs/layout.md's minloop-only block should list:\n"
+        + " ".join(f"`{f}`" for f in sorted(actual))
+        + f"\n(run on asyncio's loop too: {sorted(claimed - actual)}; "
+          f"not on it: {sorted(actual - claimed)})")
+
+
 def test_finds_what_it_checks():
     # The derivation sees each kind of dependency it claims to.
     assert "loop.pxd" in uses_of("stream.pyx")                    # from .x cimport
