@@ -569,6 +569,7 @@ def loops_of_test_files():
     return on_asyncio
 
 
+@pytest.mark.timeout(300)   # it collects the whole suite: seconds idle, more beside a full run
 def test_the_tests_said_to_run_on_minloop_only_are_those():
     claimed = set(TICKED.findall(_marked_block("minloop-only")))
     actual = {f for f, on in loops_of_test_files().items() if not on}
