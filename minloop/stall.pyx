@@ -140,10 +140,6 @@ cdef class StallWatch:
         if self._made:
             stall_destroy(&self._w)
 
-    @property
-    def _thread_alive(self):
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self):
         self._gc_hook = self._on_gc
         gc.callbacks.append(self._gc_hook)

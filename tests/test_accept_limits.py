@@ -11,8 +11,15 @@ import asyncio
 import os
 import resource
 import socket
+import sys
 
 import pytest
+
+# asyncio's accept loop skips a connection aborted before accept() and goes
+# on to the next (3.14 and 3.13.2, gh-127529); before, it returned until the
+# next wake-up.  A version, not minloop's _asyncio_compat switch, which the
+# loop under test itself reads.
+ACCEPT_SKIPS_ABORTED = sys.version_info >= (3, 13, 2)
 
 
 class Counting(asyncio.Protocol):
@@ -145,4 +152,10 @@ def test_a_connection_aborted_before_accept_is_skipped_as_asyncio_does(loop_fact
                 c.close()
             lp.close()
 
-    assert scenario(loop_factory) == scenario(asyncio.SelectorEventLoop)
+    if ACCEPT_SKIPS_ABORTED:
+        # One callback: the aborted one skipped, both accepted, then none left.
+        expected = [["aborted", "accepted", "accepted", "empty"]]
+    else:
+        # The callback returns at the aborted one; the next wake-up accepts.
+        expected = [["aborted"], ["accepted", "accepted", "empty"]]
+    assert scenario(loop_factory) == expected

@@ -1,8 +1,9 @@
 """What Python 3.14 added to asyncio that involves the loop, on both loops.
 
-Each test runs a scenario on the loop under test and on asyncio's own loop
-and compares what happened, so it holds on every Python: where the running
-asyncio lacks the feature, both refuse it alike or the test skips.
+Each test runs a scenario on the loop under test and checks it against what
+the running asyncio documents and does, written out (each switch below asked
+of asyncio itself), so it holds on every Python: where the running asyncio
+lacks the feature, the expectation is its refusal, or the test skips.
 - loop.create_task(coro, **kwargs): every keyword goes to the task factory
   (3.14, gh-128307), eager_start= among them;
 - eager tasks: asyncio.eager_task_factory, create_eager_task_factory();
@@ -16,6 +17,7 @@ asyncio lacks the feature, both refuse it alike or the test skips.
 import asyncio
 import contextvars
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
@@ -25,23 +27,34 @@ import textwrap
 import pytest
 
 
-def outcome(loop_factory, scenario):
-    """What scenario(loop) returns on a new loop, or the exception it raises."""
+# What the running asyncio does, asked of asyncio itself (not of minloop's
+# _asyncio_compat, which minloop's own code reads): each test states the
+# behaviour as a literal and checks the loop under test against it, so the
+# [asyncio] run checks the statement and the [minloop] run the loop.
+_create_task_parameters = inspect.signature(asyncio.BaseEventLoop.create_task).parameters
+# create_task(coro, **kwargs) hands every keyword to the factory, which names
+# the task (3.14, gh-128307): no name= of its own.
+CREATE_TASK_PASSES_KWARGS = "name" not in _create_task_parameters
+# create_task() takes keywords besides name= and context= (3.13.4, gh-133745).
+CREATE_TASK_TAKES_KWARGS = any(p.kind is inspect.Parameter.VAR_KEYWORD
+                               for p in _create_task_parameters.values())
+# The eager factories take eager_start=False (3.14).
+EAGER_FACTORY_TAKES_EAGER_START = hasattr(asyncio, "create_eager_task_factory") and (
+    "eager_start" in inspect.signature(asyncio.create_eager_task_factory(asyncio.Task)).parameters)
+# Runner.run() takes any awaitable (3.14); before, a ValueError.
+RUNNER_RUNS_AWAITABLES = sys.version_info >= (3, 14)
+
+
+def run_on(loop_factory, scenario):
+    """What scenario(loop) returns on a new loop (an exception propagates:
+    a scenario catches only the refusal it expects)."""
     lp = loop_factory()
     lp.set_debug(False)
     try:
         return scenario(lp)
-    except Exception as exc:
-        return type(exc), str(exc)
     finally:
         lp.close()
         asyncio.set_event_loop(None)
-
-
-def same_as_asyncio(loop_factory, scenario):
-    got = outcome(loop_factory, scenario)
-    assert got == outcome(asyncio.SelectorEventLoop, scenario)
-    return got
 
 
 # --- create_task's keywords and the task factory ---------------------------
@@ -52,6 +65,17 @@ def recording_factory(seen):
         kwargs.pop("custom", None)
         return asyncio.Task(coro, loop=loop, **kwargs)
     return factory
+
+
+def keywords_the_factory_sees(kwargs):
+    """asyncio's create_task(): from 3.14 the factory gets every keyword; before,
+    create_task() kept name= (set_name() on the task), passed context= and,
+    from 3.13.4, the other keywords; before 3.13.4 those were a TypeError."""
+    if CREATE_TASK_PASSES_KWARGS:
+        return sorted(kwargs)
+    if not CREATE_TASK_TAKES_KWARGS and set(kwargs) - {"name", "context"}:
+        return "TypeError"
+    return sorted(k for k in kwargs if k != "name")
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -73,21 +97,31 @@ def test_create_task_hands_its_keywords_to_the_factory_as_asyncio_does(loop_fact
         try:
             task = lp.create_task(coro, **given)
         except TypeError:
-            # A keyword the running asyncio does not take (context= on
-            # 3.10, others before 3.13.4), refused by create_task() itself
-            # or by the Task the factory makes.
+            # A keyword the running asyncio does not take, refused by
+            # create_task() itself.
             coro.close()
             return "TypeError"
-        lp.run_until_complete(task)
-        return seen, task.get_name() if "name" in kwargs else None
+        assert lp.run_until_complete(task) == 1
+        return seen, task.get_name()
 
-    same_as_asyncio(loop_factory, scenario)
+    expected = keywords_the_factory_sees(kwargs)
+    got = run_on(loop_factory, scenario)
+    if expected == "TypeError":
+        assert got == "TypeError"
+    else:
+        seen, name = got
+        assert seen == [expected]           # the factory called once, with these
+        if "name" in kwargs:
+            assert name == "named"
+        else:
+            assert re.fullmatch(r"Task-\d+", name)
 
 
 @pytest.mark.parametrize("eager_start", [None, True, False])
 def test_create_task_eager_start_as_asyncio(loop_factory, eager_start):
-    """Without a factory, eager_start= goes to the Task: True runs the
-    coroutine to its first suspension inside create_task()."""
+    """Without a factory, eager_start= goes to the Task (3.13.4; before, a
+    TypeError): True runs the coroutine to its first suspension inside
+    create_task()."""
     def scenario(lp):
         steps = []
 
@@ -110,7 +144,13 @@ def test_create_task_eager_start_as_asyncio(loop_factory, eager_start):
 
         return lp.run_until_complete(main())
 
-    same_as_asyncio(loop_factory, scenario)
+    if eager_start is not None and not CREATE_TASK_TAKES_KWARGS:
+        expected = "TypeError"
+    elif eager_start:
+        expected = ["child starts", "created", "child ends"]
+    else:
+        expected = ["created", "child starts", "child ends"]
+    assert run_on(loop_factory, scenario) == expected
 
 
 @pytest.mark.skipif(not hasattr(asyncio, "create_eager_task_factory"),
@@ -146,34 +186,33 @@ def test_eager_task_factories_as_asyncio(loop_factory, factory, eager_start):
 
         return lp.run_until_complete(main())
 
-    same_as_asyncio(loop_factory, scenario)
+    task_type = "Task" if factory == "eager_task_factory" else "CustomTask"
+    if eager_start is None:
+        expected = (["child starts", "created"], "done", task_type, "child")
+    elif EAGER_FACTORY_TAKES_EAGER_START:
+        expected = (["created", "child starts"], "done", task_type, "child")
+    else:
+        expected = "TypeError"
+    assert run_on(loop_factory, scenario) == expected
 
 
 # --- asyncio.Runner ---------------------------------------------------------
 
 @pytest.mark.skipif(not hasattr(asyncio, "Runner"), reason="asyncio.Runner is new in 3.11")
 def test_runner_runs_what_it_runs_on_asyncio(loop_factory):
-    """3.14's Runner.run() takes any awaitable, a Future among them."""
+    """3.14's Runner.run() takes any awaitable, a Future among them; before,
+    a ValueError."""
     class Awaitable:
         def __await__(self):
             return (yield from asyncio.sleep(0, result="awaited").__await__())
 
     awaitable = Awaitable()
-
-    def scenario(_unused_loop):
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            try:
-                return runner.run(awaitable)
-            except Exception as exc:
-                return type(exc), str(exc)
-
-    got = outcome(loop_factory, scenario)
-    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
-        try:
-            want = runner.run(awaitable)
-        except Exception as exc:
-            want = type(exc), str(exc)
-    assert got == want
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        if RUNNER_RUNS_AWAITABLES:
+            assert runner.run(awaitable) == "awaited"
+        else:
+            with pytest.raises(ValueError, match=r"^a coroutine was expected, got <"):
+                runner.run(awaitable)
 
 
 # --- the call graph (3.14) --------------------------------------------------
@@ -208,20 +247,41 @@ def call_graph_scenario(lp):
                            [a.future.get_name() for a in graph.awaited_by])
         release.set_result(None)
         await task
-        return {key: re.sub(r"id=0x[0-9a-f]+", "id=…", graph) if isinstance(graph, str) else graph
+        # Ids, and where each frame's file and line are, left out.
+        return {key: re.sub(r"File '[^']*', line \d+, in ", "",
+                            re.sub(r"id=0x[0-9a-f]+", "id=…", graph))
+                if isinstance(graph, str) else graph
                 for key, graph in graphs.items()}
 
     return lp.run_until_complete(lp.create_task(main(), name="main"))
 
 
+# The worker waits in its task group's __aexit__ for the leaf; main awaits
+# a future, not the worker, so nothing awaits the worker.
+WORKER_STACK = ["TaskGroup._aexit", "TaskGroup.__aexit__", "call_graph_scenario.<locals>.worker"]
+LEAF_GRAPH = """\
+* Task(name='leaf', id=…)
+  + Call stack:
+  |   async call_graph_scenario.<locals>.leaf()
+  + Awaited by:
+    * Task(name='worker', id=…)
+      + Call stack:
+      |   async TaskGroup._aexit()
+      |   async TaskGroup.__aexit__()
+      |   async call_graph_scenario.<locals>.worker()"""
+WORKER_GRAPH = """\
+* Task(name='worker', id=…)
+  + Call stack:
+  |   async TaskGroup._aexit()
+  |   async TaskGroup.__aexit__()
+  |   async call_graph_scenario.<locals>.worker()"""
+
+
 @needs_call_graph
 def test_call_graph_has_the_shape_it_has_on_asyncio(loop_factory):
-    graphs = same_as_asyncio(loop_factory, call_graph_scenario)
-    # The leaf, awaited by the worker through its task group.
-    assert graphs["inside"].startswith("* Task(name='leaf'")
-    assert "* Task(name='worker'" in graphs["inside"]
-    assert graphs["outside"].startswith("* Task(name='worker'")
-    assert graphs["shape"][0] == "worker"
+    graphs = run_on(loop_factory, call_graph_scenario)
+    assert graphs == {"inside": LEAF_GRAPH, "outside": WORKER_GRAPH,
+                      "shape": ("worker", WORKER_STACK, [])}
 
 
 # --- python -m asyncio ps / pstree (3.14) ------------------------------------
@@ -317,4 +377,4 @@ def test_debug_checks_of_callbacks_warn_as_asyncio_does(loop_factory):
             lp.run_until_complete(asyncio.sleep(0))
         return [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
 
-    assert same_as_asyncio(loop_factory, scenario) == []
+    assert run_on(loop_factory, scenario) == []

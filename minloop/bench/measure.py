@@ -17,7 +17,7 @@ import time
 
 from . import client as client_module
 from . import loops, procs, sendfile, tls
-from .options import Settings
+from .settings import Settings
 from .rows import KiB, MB, Row, core_size, other_size
 
 

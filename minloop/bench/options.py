@@ -31,21 +31,10 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from . import loops, procs, report, rows as rows_module
-
-CHILD_TIMEOUT = 120.0
-
-
-@dataclass
-class Settings:
-    """What a run was asked for: the measuring functions' and the report's view."""
-    quick: bool
-    rounds: int
-    duration: float   # net: timed seconds per run
-    warmup: float     # net: untimed seconds before it
-    pin: procs.Pinning
-    timeout: float = CHILD_TIMEOUT  # seconds before a measuring child is abandoned
-
+from . import loops, procs, report, runner, rows as rows_module
+# Settings lives in settings.py, which measure.py and runner.py import too:
+# here it is re-exported, the name the scripts in benchmarks/ import.
+from .settings import CHILD_TIMEOUT, Settings  # noqa: F401
 
 @dataclass(frozen=True)
 class Profile:
@@ -235,8 +224,6 @@ class Command:
         """--list, or the whole run: loops, settings and outputs checked
         (usage errors before any measuring), then runner.run_script with the
         script's own keywords (measure, extra, rounds_of, header, notes)."""
-        from . import runner
-
         if args.list:
             return list_rows(rows)
         names, required = self.loops(args)

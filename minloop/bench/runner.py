@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from . import procs, report
 from .measure import measure_row
-from .options import Settings
+from .settings import Settings
 from .rows import Row, core_size, other_size
 
 
