@@ -446,6 +446,34 @@ def run(pid, interval=1.0, stall=0.1, once=False, out=sys.stdout):
         top.close()
 
 
+def _loop_labels(pid):
+    """{thread id: loop label} of the process's minloop loops, or {}: tasks
+    on asyncio's loop (or on none) are still tasks."""
+    labels = {}
+    try:
+        view = Top(pid)
+        view.scan()
+        for row in view.rows():
+            labels[row["tid"]] = row["loop"]
+        view.close()
+    except (TopError, NotImplementedError):
+        pass
+    return labels
+
+
+def _tasks(pid):
+    """--tasks: the tasks' table once (minloop/top_tasks.py)."""
+    from . import top_tasks
+    if top_tasks.AVAILABLE and os.path.exists(f"/proc/{pid}"):
+        labels = _loop_labels(pid)
+    else:
+        labels = {}
+    try:
+        return top_tasks.run(pid, sys.stdout, labels)
+    except top_tasks.TasksError as exc:
+        raise TopError(str(exc)) from None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m minloop top",
@@ -466,8 +494,7 @@ def main(argv=None):
         parser.error("--interval and --stall must be positive")
     try:
         if args.tasks:
-            from . import top_tasks
-            return top_tasks.run(args.pid, sys.stdout)
+            return _tasks(args.pid)
         return run(args.pid, args.interval, args.stall, args.once)
     except TopError as exc:
         print(f"minloop top: {exc}", file=sys.stderr)

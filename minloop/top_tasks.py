@@ -96,28 +96,24 @@ def render(pid, rows, loops):
     return lines
 
 
-def run(pid, out):
-    """Print the table once (status 0), or say why not (status 1)."""
-    from . import top
+class TasksError(Exception):
+    """Why a process's tasks cannot be shown (top.py prints it, as its own)."""
+
+
+def run(pid, out, loops):
+    """Print the table once (status 0), or say why not (TasksError).
+    loops: {thread id: loop label} of the process's minloop loops, which
+    top.py finds (this module stays below top.py, which imports it)."""
     if not AVAILABLE:
         raise NotImplementedError(UNAVAILABLE)
     if not os.path.exists(f"/proc/{pid}"):
-        raise top.TopError(f"no process with pid {pid}")
-    loops = {}
-    try:
-        view = top.Top(pid)
-        view.scan()
-        for row in view.rows():
-            loops[row["tid"]] = row["loop"]
-        view.close()
-    except (top.TopError, NotImplementedError):
-        pass   # tasks on asyncio's loop (or none) are still tasks
+        raise TasksError(f"no process with pid {pid}")
     try:
         rows = tasks(pid)
     except PermissionError:
-        raise top.TopError(f"permission denied reading the memory of process {pid}: run "
-                           f"top as its user (or as root)") from None
+        raise TasksError(f"permission denied reading the memory of process {pid}: run "
+                         f"top as its user (or as root)") from None
     except (OSError, RuntimeError) as exc:
-        raise top.TopError(f"cannot read the tasks of process {pid}: {exc}") from None
+        raise TasksError(f"cannot read the tasks of process {pid}: {exc}") from None
     out.write("\n".join(render(pid, rows, loops)) + "\n")
     return 0

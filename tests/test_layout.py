@@ -151,10 +151,6 @@ CYCLES_BEING_BROKEN = {
     # fd_owners.pxd (own_fd, TransportMap), whose inline functions cimport
     # loop.pxd (LoopCore).
     frozenset({"minloop/loop.pyx", "minloop/fd_owners.pxd"}),
-    # Found by this check, not in issue 44's list: top.py's `--tasks`
-    # imports top_tasks.py in a function and top_tasks.run() imports top.py
-    # (top.TopError) in one.  Neither file is this branch's to change.
-    frozenset({"minloop/top.py", "minloop/top_tasks.py"}),
 }
 
 
