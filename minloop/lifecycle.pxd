@@ -50,16 +50,17 @@ cdef enum:
     READ_SIZE = 256 * 1024
     # Above this many bytes a read's copy out of read_buffer() costs more
     # than receiving into a new bytes object (read_new_bytes()): at 64 KiB
-    # the copy was 65k of a round trip's 68k server instructions (callgrind,
-    # tcp-protocol-64k-c16).
+    # the copy was nearly all of a round trip's server instructions
+    # (benchmarks/RESULTS.md, "Figures moved out of code comments (issue
+    # 44)", for this figure and the next).
     COPY_MAX = 16 * 1024
     # What a read of more than COPY_MAX bytes is received into, the next
     # time: less than glibc's threshold for mmap() (128 KiB until a program
     # changes it), so it comes from the heap and shrinks in place.  asyncio's
-    # 256 KiB allocation is an mmap(), 16 page faults per 64 KiB read and a
-    # munmap() -- 102 us of server CPU per 64 KiB round trip against the
-    # copy's 28 (3.14), which valgrind's own malloc() does not show.  A
-    # larger message takes one read more.
+    # 256 KiB allocation is an mmap(), page faults on every large read and a
+    # munmap(): several times the copy's server CPU per round trip, which
+    # valgrind's own malloc() does not show.  A larger message takes one
+    # read more.
     LARGE_READ_SIZE = 127 * 1024
 
 

@@ -45,7 +45,7 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec,
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, fd_watched
-from .oserrors cimport os_error, blocked_or_interrupted as _would_block
+from .oserrors cimport os_error, blocked_or_interrupted
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer,
                          read_new_bytes, begin_closing, drop_writer,
@@ -225,7 +225,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             begin_closing(self._core, self._fileno, &self._closing)
             self._loop.call_soon(self._protocol.eof_received)
             self._loop.call_soon(self._call_connection_lost, None)
-        elif not _would_block(err):
+        elif not blocked_or_interrupted(err):
             self._fatal_error(os_error(err), 'Fatal read error on pipe transport')
 
     # ------------------------------------------------------------------
@@ -410,7 +410,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
             PyBuffer_Release(&view)
         if n >= 0:
             return n
-        if _would_block(err):
+        if blocked_or_interrupted(err):
             return 0
         self._conn_lost += 1
         self._fatal_error(os_error(err), 'Fatal write error on pipe transport')
@@ -431,7 +431,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         written = c_writev(self._fileno, iov, <int>count)
         err = errno
         if written < 0:
-            if _would_block(err):
+            if blocked_or_interrupted(err):
                 return 0
             self._clear_buffer()
             self._conn_lost += 1

@@ -149,8 +149,10 @@ cdef inline int _plain_fd(object sock) except -3:
     return sock.fileno()
 
 
-cdef inline object _fileno(object sock):
-    """sock.fileno(), read from the object where that is the same."""
+cdef inline object _sock_fileno(object sock):
+    """sock.fileno() of a socket object (-1 once closed), read from the
+    object where that is the same.  Not loop.pyx's _fileno(), which takes
+    an int or any object with fileno() and raises asyncio's ValueError."""
     if _layout_known and type(sock) is _socket_type:
         return (<minloop_socket_head *><PyObject *>sock).sock_fd
     return sock.fileno()
@@ -333,7 +335,7 @@ cdef class _SockWait:
         self.loop = loop
         self.sock = sock
         self.fut = loop.create_future() if fut is None else fut
-        fd = _fileno(sock)
+        fd = _sock_fileno(sock)
         _ensure_fd_no_transport(loop, fd)
         self.fd = fd
         self.fdn = fd
