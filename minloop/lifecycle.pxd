@@ -42,7 +42,7 @@ from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, c_read,
                         PyBytes_FromStringAndSize_raw, af_fails, AF_READ_BUFFER)
-from .loop cimport LoopCore, fd_watched
+from .loop cimport LoopCore, check_loop_thread, fd_watched
 
 
 cdef enum:
@@ -146,6 +146,42 @@ cdef inline bint begin_closing(LoopCore core, int fd, bint *closing) except -1:
     closing[0] = True
     core._remove_fd_handle(fd, POLLER_READ)
     return True
+
+
+# pause_reading() and resume_reading(), asyncio's, for every reading
+# transport: refused in another thread (check_loop_thread()), nothing done
+# while closing or in the state asked for already, a debug-mode log line.
+
+cdef inline int pause_reading_on(object transport, LoopCore core, int fd,
+                                 bint closing, bint *paused) except -1:
+    """`pause_reading()`: stop watching `fd` for reads."""
+    check_loop_thread(core)
+    if closing or paused[0]:
+        return 0
+    paused[0] = True
+    core._remove_fd_handle(fd, POLLER_READ)
+    log_reading(transport, core, "%r pauses reading")
+    return 0
+
+
+cdef inline bint resume_reading_begins(LoopCore core, bint closing,
+                                       bint *paused) except -1:
+    """`resume_reading()`'s first half: True if the caller is to watch its
+    fd for reads again (each transport has its own way), then to call
+    log_reading(..., "%r resumes reading"); False, nothing done, otherwise."""
+    check_loop_thread(core)
+    if closing or not paused[0]:
+        return False
+    paused[0] = False
+    return True
+
+
+cdef inline int log_reading(object transport, LoopCore core, str message) except -1:
+    """asyncio's debug-mode line: `message` % transport."""
+    if core._debug:
+        from asyncio.log import logger   # debug mode only
+        logger.debug(message, transport)
+    return 0
 
 
 cdef inline int drop_writer(object loop, LoopCore core, int fd) except -1:

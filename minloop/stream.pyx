@@ -54,7 +54,8 @@ from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer, read_new_bytes,
                          begin_closing, drop_writer, lose_connection, release_fd,
                          selector_transport_repr, sock_name, sock_peer,
-                         warn_unclosed)
+                         warn_unclosed, pause_reading_on, resume_reading_begins,
+                         log_reading)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 from .stream_reader cimport (is_stream_reader_protocol, feed_stream_reader, adopt_stream_reader,
                              use_steps_class)
@@ -595,22 +596,12 @@ cdef class SocketTransport(StreamTransportBase):
         return not self._closing and not self._paused
 
     def pause_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or self._paused:
-            return
-        self._paused = True
-        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if self._core._debug:
-            _logger.debug("%r pauses reading", self)
+        pause_reading_on(self, self._core, self._sock_fd, self._closing, &self._paused)
 
     def resume_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or not self._paused:
-            return
-        self._paused = False
-        self._add_reader(self._sock_fd, self._read_ready)
-        if self._core._debug:
-            _logger.debug("%r resumes reading", self)
+        if resume_reading_begins(self._core, self._closing, &self._paused):
+            self._add_reader(self._sock_fd, self._read_ready)
+            log_reading(self, self._core, "%r resumes reading")
 
     def _start_reading(self):
         """The first _add_reader(), after connection_made().  If the socket
