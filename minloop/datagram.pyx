@@ -55,7 +55,8 @@ from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, read_buffer,
                          begin_closing, drop_writer, lose_connection,
                          release_fd, selector_transport_repr, sock_name,
-                         sock_peer, warn_unclosed)
+                         sock_peer, warn_unclosed, pause_reading_on,
+                         resume_reading_begins, log_reading)
 from .oserrors cimport os_error, would_block
 
 
@@ -189,27 +190,19 @@ cdef class DatagramTransport(DatagramTransportBase):
             raise NotImplementedError
         return not self._closing and not self._paused
 
+    # Without asyncio's reading API, NotImplementedError before the thread
+    # check, as asyncio's base class raises it.
     def pause_reading(self):
-        check_loop_thread(self._core)
         if not _READING_API:
             raise NotImplementedError
-        if self._closing or self._paused:
-            return
-        self._paused = True
-        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if self._core._debug:
-            _logger.debug("%r pauses reading", self)
+        pause_reading_on(self, self._core, self._sock_fd, self._closing, &self._paused)
 
     def resume_reading(self):
-        check_loop_thread(self._core)
         if not _READING_API:
             raise NotImplementedError
-        if self._closing or not self._paused:
-            return
-        self._paused = False
-        self._start_reading()
-        if self._core._debug:
-            _logger.debug("%r resumes reading", self)
+        if resume_reading_begins(self._core, self._closing, &self._paused):
+            self._start_reading()
+            log_reading(self, self._core, "%r resumes reading")
 
     def _add_reader(self, fd, callback, *args):
         # asyncio's name, scheduled by __init__: start reading unless the

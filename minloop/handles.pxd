@@ -79,6 +79,10 @@ cdef extern from "handle_bases.h":
     # Puts None back into any of asyncio's slots deleted through asyncio's
     # own descriptors; call before reading them (handle_bases.h says why).
     void minloop_handle_check_slots(void *h)
+    # What every kind of handle shares (handle_bases.h says what each does).
+    void minloop_handle_drop_inline_args(void *h)
+    object minloop_handle_args(void *h)
+    object minloop_handle_own_context(void *h)
     # Gives a Cython subclass its base's dealloc/traverse/clear slots
     # (handles.pyx, at import; handle_bases.h says why).
     int minloop_handle_take_base_slots(object type) except -1

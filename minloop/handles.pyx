@@ -55,14 +55,13 @@ cdef str _format_callback(object callback, object args, bint debug):
     return _format_callback_source(callback, args)
 
 
-# Both types' shared surface.  They are siblings (see handles.pxd), so each
-# class body names its methods and the behaviour lives in the module-level
-# functions below, which take either type as `Handle`.  Every name asyncio's
-# Handle and TimerHandle define is defined here too (their methods, and a
-# read-only property over each of their __slots__), so none of asyncio's
-# code runs on our objects unless called explicitly through asyncio's class:
-# then its assignments meet our read-only properties and raise
-# AttributeError, before anything changes.
+# The types' shared surface.  They are siblings (see handles.pxd): what
+# every kind shows Python the same way (the constructor refused, __repr__,
+# get_context(), cancelled(), a read-only property over each of
+# asyncio.Handle's __slots__) is their C bases' (src/handle_bases.c,
+# "asyncio's surface"); each class body below names what differs between
+# the kinds or calls into this module, and the behaviour lives in the
+# module-level functions, which take any kind as `Handle`.
 
 cdef list _repr_info(Handle h):
     minloop_handle_check_slots(<void *>h)
@@ -76,16 +75,6 @@ cdef list _repr_info(Handle h):
         frame = h._source_traceback[-1]
         info.append(f'created at {frame[0]}:{frame[1]}')
     return info
-
-
-cdef object _own_context(Handle h):
-    """The handle's own context, copied from the shared snapshot once."""
-    minloop_handle_check_slots(<void *>h)
-    if h._context_shared:
-        if not _snapshot_alone(h):
-            h._context = PyContext_Copy(h._context)
-        h._context_shared = False
-    return h._context
 
 
 cdef inline bint _snapshot_alone(Handle h) noexcept:
@@ -115,31 +104,10 @@ cdef inline bint _snapshot_alone(Handle h) noexcept:
 # keeps them so ("Making handles", below).
 
 
-cdef inline void _drop_inline_args(Handle h) noexcept:
-    cdef PyObject *arg0 = h._arg0
-    cdef PyObject *arg1 = NULL
-    if not h._threadsafe:   # its _arg1 is the thread running it (handles.pxd)
-        arg1 = h._arg1
-        h._arg1 = NULL
-    h._inline_args = 0
-    h._arg0 = NULL
-    Py_XDECREF(arg0)
-    Py_XDECREF(arg1)
-
-
-cdef object handle_args(Handle h):
+cdef inline object handle_args(Handle h):
     """The arguments as asyncio's _args holds them: a tuple, or None once
     cancelled (or whatever asyncio's own descriptor put there)."""
-    minloop_handle_check_slots(<void *>h)
-    cdef unsigned int inline_args = h._inline_args
-    if inline_args:
-        if inline_args == 1:
-            args = (<object>h._arg0,)
-        else:
-            args = (<object>h._arg0, <object>h._arg1)
-        h._args = args
-        _drop_inline_args(h)
-    return h._args
+    return minloop_handle_args(<void *>h)
 
 
 cdef int handle_cancel(Handle h) except -1:
@@ -170,7 +138,7 @@ cdef int _cancel_now(Handle h) except -1:
     # must not keep its arguments alive until it is skipped.
     h._callback = None
     h._args = None
-    _drop_inline_args(h)
+    minloop_handle_drop_inline_args(<void *>h)
     return 0
 
 
@@ -368,76 +336,21 @@ cdef object _compare_timers(TimerHandle a, object other, int op):
     return a._when > b._when or _timers_equal(a, b)   # >=
 
 
-_CREATED_BY_THE_LOOP = ("minloop handles are created by the event loop "
-                        "(call_soon, call_later, call_at)")
-
-
 cdef class Handle(HandleBase):
     """Object returned by callback registration methods."""
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError(_CREATED_BY_THE_LOOP)
 
     def _repr_info(self):
         return _repr_info(self)
 
-    def __repr__(self):
-        minloop_handle_check_slots(<void *>self)
-        if self._repr is not None:
-            return self._repr
-        return '<{}>'.format(' '.join(self._repr_info()))
-
-    def get_context(self):
-        return _own_context(self)
-
     def cancel(self):
         _cancel(self)
-
-    def cancelled(self):
-        return self._cancelled is True
 
     def _run(self):
         handle_run(self)
 
-    # asyncio's slots, read-only.
-    @property
-    def _args(self):
-        return handle_args(<Handle>self)
-
-    @property
-    def _callback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._callback
-
-    @property
-    def _cancelled(self):
-        return self._cancelled is True
-
-    @property
-    def _context(self):
-        return _own_context(self)
-
-    @property
-    def _loop(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._loop
-
-    @property
-    def _repr(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._repr
-
-    @property
-    def _source_traceback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._source_traceback
-
 
 cdef class TimerHandle(TimerHandleBase):
     """Object returned by timed callback registration methods."""
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError(_CREATED_BY_THE_LOOP)
 
     def _repr_info(self):
         info = _repr_info(<Handle>self)
@@ -445,20 +358,8 @@ cdef class TimerHandle(TimerHandleBase):
         info.insert(pos, f'when={self._when}')
         return info
 
-    def __repr__(self):
-        minloop_handle_check_slots(<void *>self)
-        if self._repr is not None:
-            return self._repr
-        return '<{}>'.format(' '.join(self._repr_info()))
-
-    def get_context(self):
-        return _own_context(<Handle>self)
-
     def cancel(self):
         _cancel(<Handle>self)
-
-    def cancelled(self):
-        return self._cancelled is True
 
     def _run(self):
         handle_run(<Handle>self)
@@ -477,39 +378,7 @@ cdef class TimerHandle(TimerHandleBase):
         """
         return self._when
 
-    # asyncio's slots, read-only.
-    @property
-    def _args(self):
-        return handle_args(<Handle>self)
-
-    @property
-    def _callback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._callback
-
-    @property
-    def _cancelled(self):
-        return self._cancelled is True
-
-    @property
-    def _context(self):
-        return _own_context(<Handle>self)
-
-    @property
-    def _loop(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._loop
-
-    @property
-    def _repr(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._repr
-
-    @property
-    def _source_traceback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._source_traceback
-
+    # asyncio.TimerHandle's own slots, read-only (the C base has the rest).
     @property
     def _scheduled(self):
         return self._heap_pos >= 0
@@ -523,20 +392,8 @@ cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
     """What call_soon_threadsafe() returns from Python 3.14: cancel() and
     cancelled() from another thread wait while the callback runs."""
 
-    def __init__(self, *args, **kwargs):
-        raise TypeError(_CREATED_BY_THE_LOOP)
-
     def _repr_info(self):
         return _repr_info(<Handle>self)
-
-    def __repr__(self):
-        minloop_handle_check_slots(<void *>self)
-        if self._repr is not None:
-            return self._repr
-        return '<{}>'.format(' '.join(self._repr_info()))
-
-    def get_context(self):
-        return _own_context(<Handle>self)
 
     def cancel(self):
         if not minloop_ts_cancel(<void *>self):
@@ -553,43 +410,12 @@ cdef class _ThreadSafeHandle(ThreadSafeHandleBase):
     def _run(self):
         handle_run(<Handle>self)
 
-    # asyncio's slots, read-only.  `_lock` is asyncio's RLock: the handle
-    # has none (src/threadsafe_handle.h stands for it).
+    # asyncio._ThreadSafeHandle's own slot, read-only (the C base has the
+    # rest).  `_lock` is asyncio's RLock: the handle has none
+    # (src/threadsafe_handle.h stands for it).
     @property
     def _lock(self):
         return None
-
-    @property
-    def _args(self):
-        return handle_args(<Handle>self)
-
-    @property
-    def _callback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._callback
-
-    @property
-    def _cancelled(self):
-        return self._cancelled is True
-
-    @property
-    def _context(self):
-        return _own_context(<Handle>self)
-
-    @property
-    def _loop(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._loop
-
-    @property
-    def _repr(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._repr
-
-    @property
-    def _source_traceback(self):
-        minloop_handle_check_slots(<void *>self)
-        return self._source_traceback
 
 
 # ----------------------------------------------------------------------

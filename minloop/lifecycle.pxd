@@ -42,7 +42,7 @@ from posix.unistd cimport sysconf, _SC_PAGESIZE
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, recv, c_read,
                         PyBytes_FromStringAndSize_raw, af_fails, AF_READ_BUFFER)
-from .loop cimport LoopCore, fd_watched
+from .loop cimport LoopCore, check_loop_thread, fd_watched
 
 
 cdef enum:
@@ -50,16 +50,17 @@ cdef enum:
     READ_SIZE = 256 * 1024
     # Above this many bytes a read's copy out of read_buffer() costs more
     # than receiving into a new bytes object (read_new_bytes()): at 64 KiB
-    # the copy was 65k of a round trip's 68k server instructions (callgrind,
-    # tcp-protocol-64k-c16).
+    # the copy was nearly all of a round trip's server instructions
+    # (benchmarks/RESULTS.md, "Figures moved out of code comments (issue
+    # 44)", for this figure and the next).
     COPY_MAX = 16 * 1024
     # What a read of more than COPY_MAX bytes is received into, the next
     # time: less than glibc's threshold for mmap() (128 KiB until a program
     # changes it), so it comes from the heap and shrinks in place.  asyncio's
-    # 256 KiB allocation is an mmap(), 16 page faults per 64 KiB read and a
-    # munmap() -- 102 us of server CPU per 64 KiB round trip against the
-    # copy's 28 (3.14), which valgrind's own malloc() does not show.  A
-    # larger message takes one read more.
+    # 256 KiB allocation is an mmap(), page faults on every large read and a
+    # munmap(): several times the copy's server CPU per round trip, which
+    # valgrind's own malloc() does not show.  A larger message takes one
+    # read more.
     LARGE_READ_SIZE = 127 * 1024
 
 
@@ -145,6 +146,42 @@ cdef inline bint begin_closing(LoopCore core, int fd, bint *closing) except -1:
     closing[0] = True
     core._remove_fd_handle(fd, POLLER_READ)
     return True
+
+
+# pause_reading() and resume_reading(), asyncio's, for every reading
+# transport: refused in another thread (check_loop_thread()), nothing done
+# while closing or in the state asked for already, a debug-mode log line.
+
+cdef inline int pause_reading_on(object transport, LoopCore core, int fd,
+                                 bint closing, bint *paused) except -1:
+    """`pause_reading()`: stop watching `fd` for reads."""
+    check_loop_thread(core)
+    if closing or paused[0]:
+        return 0
+    paused[0] = True
+    core._remove_fd_handle(fd, POLLER_READ)
+    log_reading(transport, core, "%r pauses reading")
+    return 0
+
+
+cdef inline bint resume_reading_begins(LoopCore core, bint closing,
+                                       bint *paused) except -1:
+    """`resume_reading()`'s first half: True if the caller is to watch its
+    fd for reads again (each transport has its own way), then to call
+    log_reading(..., "%r resumes reading"); False, nothing done, otherwise."""
+    check_loop_thread(core)
+    if closing or not paused[0]:
+        return False
+    paused[0] = False
+    return True
+
+
+cdef inline int log_reading(object transport, LoopCore core, str message) except -1:
+    """asyncio's debug-mode line: `message` % transport."""
+    if core._debug:
+        from asyncio.log import logger   # debug mode only
+        logger.debug(message, transport)
+    return 0
 
 
 cdef inline int drop_writer(object loop, LoopCore core, int fd) except -1:

@@ -45,11 +45,12 @@ from .includes cimport (POLLER_READ, POLLER_WRITE, MINLOOP_IOV_MAX, iovec,
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, fd_watched
-from .oserrors cimport os_error, blocked_or_interrupted as _would_block
+from .oserrors cimport os_error, blocked_or_interrupted
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer,
                          read_new_bytes, begin_closing, drop_writer,
-                         schedule_connection_lost, release_fd, warn_unclosed)
+                         schedule_connection_lost, release_fd, warn_unclosed,
+                         pause_reading_on, resume_reading_begins, log_reading)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
 
 
@@ -164,23 +165,13 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         return not self._paused and not self._closing
 
     def pause_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or self._paused:
-            return
-        self._paused = True
-        self._core._remove_fd_handle(self._fileno, POLLER_READ)
-        if self._core._debug:
-            _logger.debug("%r pauses reading", self)
+        pause_reading_on(self, self._core, self._fileno, self._closing, &self._paused)
 
     def resume_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or not self._paused:
-            return
-        self._paused = False
-        self._core._add_fd_handle(self._fileno, POLLER_READ,
-                                  self._read_ready, (), None)
-        if self._core._debug:
-            _logger.debug("%r resumes reading", self)
+        if resume_reading_begins(self._core, self._closing, &self._paused):
+            self._core._add_fd_handle(self._fileno, POLLER_READ,
+                                      self._read_ready, (), None)
+            log_reading(self, self._core, "%r resumes reading")
 
     def _add_reader(self, fd, callback):
         # Scheduled by __init__: pause_reading() or close() may have come
@@ -225,7 +216,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             begin_closing(self._core, self._fileno, &self._closing)
             self._loop.call_soon(self._protocol.eof_received)
             self._loop.call_soon(self._call_connection_lost, None)
-        elif not _would_block(err):
+        elif not blocked_or_interrupted(err):
             self._fatal_error(os_error(err), 'Fatal read error on pipe transport')
 
     # ------------------------------------------------------------------
@@ -410,7 +401,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
             PyBuffer_Release(&view)
         if n >= 0:
             return n
-        if _would_block(err):
+        if blocked_or_interrupted(err):
             return 0
         self._conn_lost += 1
         self._fatal_error(os_error(err), 'Fatal write error on pipe transport')
@@ -431,7 +422,7 @@ cdef class WritePipeTransport(WritePipeTransportBase):
         written = c_writev(self._fileno, iov, <int>count)
         err = errno
         if written < 0:
-            if _would_block(err):
+            if blocked_or_interrupted(err):
                 return 0
             self._clear_buffer()
             self._conn_lost += 1

@@ -149,8 +149,10 @@ cdef inline int _plain_fd(object sock) except -3:
     return sock.fileno()
 
 
-cdef inline object _fileno(object sock):
-    """sock.fileno(), read from the object where that is the same."""
+cdef inline object _sock_fileno(object sock):
+    """sock.fileno() of a socket object (-1 once closed), read from the
+    object where that is the same.  Not loop.pyx's _fileno(), which takes
+    an int or any object with fileno() and raises asyncio's ValueError."""
     if _layout_known and type(sock) is _socket_type:
         return (<minloop_socket_head *><PyObject *>sock).sock_fd
     return sock.fileno()
@@ -210,6 +212,18 @@ cdef object _recv_bytes(LoopCore loop, int fd, Py_ssize_t n):
     return PyBytes_FromStringAndSize(buf, got)
 
 
+cdef inline bint _retry(int err) except -1:
+    """After a failed syscall: True to make it again (EINTR, PEP 475,
+    unless a signal handler raised), False if it would block; raises the
+    socket methods' error otherwise."""
+    if err == EINTR:
+        PyErr_CheckSignals()
+        return True
+    if would_block(err):
+        return False
+    _raise_errno(err)
+
+
 cdef object _recv_bytes_direct(int fd, Py_ssize_t n):
     """recv(n) on fd into a bytes object of n bytes, shrunk to fit."""
     cdef ssize_t got
@@ -217,12 +231,8 @@ cdef object _recv_bytes_direct(int fd, Py_ssize_t n):
         data = read_new_bytes(fd, n, &got, True)
         if got >= 0:
             return data if got > 0 else b""
-        if errno == EINTR:
-            PyErr_CheckSignals()   # PEP 475: retry unless a handler raised
-            continue
-        if would_block(errno):
+        if not _retry(errno):
             return _AGAIN
-        _raise_errno(errno)
 
 
 cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:
@@ -232,12 +242,8 @@ cdef Py_ssize_t _recv_into(int fd, char *buf, Py_ssize_t n) except -2:
         got = recv(fd, buf, <size_t>n, 0)
         if got >= 0:
             return got
-        if errno == EINTR:
-            PyErr_CheckSignals()
-            continue
-        if would_block(errno):
+        if not _retry(errno):
             return -1
-        _raise_errno(errno)
 
 
 cdef Py_ssize_t _send(int fd, const char *buf, Py_ssize_t n) except -2:
@@ -247,12 +253,8 @@ cdef Py_ssize_t _send(int fd, const char *buf, Py_ssize_t n) except -2:
         sent = send(fd, buf, <size_t>n, 0)
         if sent >= 0:
             return sent
-        if errno == EINTR:
-            PyErr_CheckSignals()
-            continue
-        if would_block(errno):
+        if not _retry(errno):
             return -1
-        _raise_errno(errno)
 
 
 cdef bint _byte_buffer(object data) except -1:
@@ -333,7 +335,7 @@ cdef class _SockWait:
         self.loop = loop
         self.sock = sock
         self.fut = loop.create_future() if fut is None else fut
-        fd = _fileno(sock)
+        fd = _sock_fileno(sock)
         _ensure_fd_no_transport(loop, fd)
         self.fd = fd
         self.fdn = fd
@@ -685,6 +687,19 @@ cdef int _check_sock(LoopCore loop, object sock) except -1:
 # ----------------------------------------------------------------------
 # The coroutines (Loop methods)
 
+async def _wait(_SockWait w, LoopCore loop, object sock, int which):
+    """The wait of a sock_* coroutine whose first try would block: watch
+    sock's fd (w._arm()), return what a try at a wake-up gives
+    (w.__call__), and stop watching however the wait ends -- done, failed,
+    cancelled, or the coroutine closed (w._disarm())."""
+    fut = w._arm(loop, sock, which)
+    try:
+        return await fut
+    finally:
+        w._disarm()
+
+
+
 async def sock_recv(LoopCore self, sock, n):
     """Receive data from the socket.
 
@@ -711,11 +726,7 @@ async def sock_recv(LoopCore self, sock, n):
     w = _RecvWait.__new__(_RecvWait)
     w.n = n
     w.size = size
-    fut = w._arm(self, sock, POLLER_READ)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_READ)
 
 
 async def sock_recv_into(LoopCore self, sock, buf):
@@ -734,11 +745,7 @@ async def sock_recv_into(LoopCore self, sock, buf):
         pass
     w = _RecvIntoWait.__new__(_RecvIntoWait)
     w.buf = buf
-    fut = w._arm(self, sock, POLLER_READ)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_READ)
 
 
 async def sock_recvfrom(LoopCore self, sock, bufsize):
@@ -757,11 +764,7 @@ async def sock_recvfrom(LoopCore self, sock, bufsize):
         pass
     w = _RecvFromWait.__new__(_RecvFromWait)
     w.bufsize = bufsize
-    fut = w._arm(self, sock, POLLER_READ)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_READ)
 
 
 async def sock_recvfrom_into(LoopCore self, sock, buf, nbytes=0):
@@ -781,11 +784,7 @@ async def sock_recvfrom_into(LoopCore self, sock, buf, nbytes=0):
     w = _RecvFromIntoWait.__new__(_RecvFromIntoWait)
     w.buf = buf
     w.nbytes = nbytes
-    fut = w._arm(self, sock, POLLER_READ)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_READ)
 
 
 async def sock_sendall(LoopCore self, sock, data):
@@ -838,11 +837,7 @@ async def sock_sendall(LoopCore self, sock, data):
         PyObject_GetBuffer(w.view, &w.pybuf, PyBUF_SIMPLE)
         w.has_pybuf = True
         w.direct = True
-    fut = w._arm(self, sock, POLLER_WRITE)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_WRITE)
 
 
 async def sock_sendto(LoopCore self, sock, data, address):
@@ -863,11 +858,7 @@ async def sock_sendto(LoopCore self, sock, data, address):
     w = _SendToWait.__new__(_SendToWait)
     w.data = data
     w.address = address
-    fut = w._arm(self, sock, POLLER_WRITE)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_WRITE)
 
 
 async def sock_connect(LoopCore self, sock, address):
@@ -895,11 +886,7 @@ async def sock_connect(LoopCore self, sock, address):
         pass
     w = _ConnectWait.__new__(_ConnectWait)
     w.address = address
-    fut = w._arm(self, sock, POLLER_WRITE)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_WRITE)
 
 
 async def sock_accept(LoopCore self, sock):
@@ -920,11 +907,7 @@ async def sock_accept(LoopCore self, sock):
     except (BlockingIOError, InterruptedError):
         pass
     w = _AcceptWait.__new__(_AcceptWait)
-    fut = w._arm(self, sock, POLLER_READ)
-    try:
-        return await fut
-    finally:
-        w._disarm()
+    return await _wait(w, self, sock, POLLER_READ)
 
 
 # ----------------------------------------------------------------------

@@ -43,19 +43,20 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE,
-                        arm_alloc_faults)
+                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
 from .fd_owners cimport own_fd, owns_fd, disown_fd
-from .oserrors cimport os_error, blocked_or_interrupted as _would_block
+from .oserrors cimport os_error, blocked_or_interrupted
 from .fatal_error cimport report_fatal_error
 from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer, read_new_bytes,
                          begin_closing, drop_writer, lose_connection, release_fd,
                          selector_transport_repr, sock_name, sock_peer,
-                         warn_unclosed)
+                         warn_unclosed, pause_reading_on, resume_reading_begins,
+                         log_reading)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
+from .alloc_faults cimport alloc_faults_function
 from .stream_reader cimport (is_stream_reader_protocol, feed_stream_reader, adopt_stream_reader,
                              use_steps_class)
 from .stream_reader_class import StreamReader as _StepsStreamReader
@@ -234,15 +235,12 @@ cdef enum:
 # loop's flush list (_BATCH_LISTED, loop.pxd's schedule_flush); later
 # writes queue behind it, and as the batch of callbacks that
 # _run_iteration() runs ends (before the loop polls again) the loop has each
-# transport written to send all of it in one writev (_send_held).
-# Measured on CPython 3.14 (benchmarks/server_instructions.py --measure
-# strace): uvicorn's plain-text response, 3.13 syscalls per request before,
-# 2.15 after (zuvloop 2.07); eight pipelined requests to the bench's
-# httptools server, 1.13 before, 0.26 after (zuvloop 0.39; it holds four
-# writes at most).  The price, on a one-write request (the echo rows: its
-# syscalls stay the same), is the holding: 30 instructions more in
-# minloop's code on 3.11, 90 on 3.14 (1% and 3% of the server's
-# instructions per request), against a send() saved per extra write.
+# transport written to send all of it in one writev (_send_held): fewer
+# syscalls per request for a multi-write response or a pipelined batch.
+# The price, on a one-write request (the echo rows: its syscalls stay the
+# same), is the holding: a few instructions more per request, against a
+# send() saved per extra write.  The figures: benchmarks/RESULTS.md,
+# "Figures moved out of code comments (issue 44)".
 #
 # To the batch's end, not each callback's (as uvloop and zuvloop hold them
 # to the end of their iteration): a busy server's responses then leave
@@ -250,13 +248,10 @@ cdef enum:
 # Each send() to a peer asleep in its poller wakes it, and the waking
 # (try_to_wake_up, an IPI to the peer's CPU) is the sender's kernel time:
 # with the sends spread out, a client waiting on many connections (wrk
-# -c64) sleeps between nearly every two of them.  Measured (3.14, uvicorn
-# plain text, server and wrk on a core each, perf stat): holding to each
-# callback's end, 0.09-0.15 wrk wake-ups per request and 18.2-20.9 us of
-# server CPU per request, sock_def_readable's wake-up 8% of the server's
-# samples; to the batch's end, 0.033 and 15.5-17.2 us (zuvloop: 0.021,
-# 17.1-20.0 us).  A transport's held bytes are still bounded: past its
-# high-water mark they leave at once (_maybe_pause_protocol), and from
+# -c64) sleeps between nearly every two of them, and the server pays for
+# each wake-up (RESULTS.md, as above).  A transport's held bytes are still
+# bounded: past its high-water mark they leave at once
+# (_maybe_pause_protocol), and from
 # _HOLD_TO_BATCH_END bytes on they leave as the callback returns (large
 # writes are few, and lose more held than they save).
 #
@@ -269,12 +264,10 @@ cdef enum:
 # mostly read the next requests and wake more tasks.  Held to the batch's
 # end, the answers waited for all those reads, the client slept meanwhile,
 # and the server settled into two groups of connections answered on
-# alternate iterations: a wake-up per half as many answers.  Measured (3.14,
-# benchmarks/side_by_side.py and perf record of sched:sched_waking, the
-# websockets echo, 20 clients): wake-ups per answer 0.111-0.116 before,
-# 0.093-0.095 after, polls per answer 0.17 -> 0.135, and the server's CPU
-# per message 1.016-1.024x zuvloop's before, 0.994x after; the bench's TCP,
-# Unix and HTTP rows unchanged (0.99-1.02x, CPU per round trip).
+# alternate iterations: a wake-up per half as many answers.  Sending the
+# carried-over callbacks' writes first gives fewer wake-ups and polls per
+# answer and leaves the bench's other rows as they were (RESULTS.md, as
+# above).
 #
 # What a program can observe stays asyncio's:
 # * bytes leave in the order written, before the loop polls again (and
@@ -603,22 +596,12 @@ cdef class SocketTransport(StreamTransportBase):
         return not self._closing and not self._paused
 
     def pause_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or self._paused:
-            return
-        self._paused = True
-        self._core._remove_fd_handle(self._sock_fd, POLLER_READ)
-        if self._core._debug:
-            _logger.debug("%r pauses reading", self)
+        pause_reading_on(self, self._core, self._sock_fd, self._closing, &self._paused)
 
     def resume_reading(self):
-        check_loop_thread(self._core)
-        if self._closing or not self._paused:
-            return
-        self._paused = False
-        self._add_reader(self._sock_fd, self._read_ready)
-        if self._core._debug:
-            _logger.debug("%r resumes reading", self)
+        if resume_reading_begins(self._core, self._closing, &self._paused):
+            self._add_reader(self._sock_fd, self._read_ready)
+            log_reading(self, self._core, "%r resumes reading")
 
     def _start_reading(self):
         """The first _add_reader(), after connection_made().  If the socket
@@ -659,7 +642,7 @@ cdef class SocketTransport(StreamTransportBase):
         cdef char *buf = read_buffer(self._core)
         cdef ssize_t n = recv(self._sock_fd, buf, READ_SIZE, 0)
         if n < 0:
-            if not _would_block(errno):
+            if not blocked_or_interrupted(errno):
                 self._fatal_error(os_error(errno),
                                   'Fatal read error on socket transport')
             return
@@ -707,7 +690,7 @@ cdef class SocketTransport(StreamTransportBase):
         if n <= 0:
             if n == 0:
                 self._read_eof()
-            elif not _would_block(err):
+            elif not blocked_or_interrupted(err):
                 self._fatal_error(os_error(err),
                                   'Fatal read error on socket transport')
             return
@@ -753,7 +736,7 @@ cdef class SocketTransport(StreamTransportBase):
             err = errno
             PyBuffer_Release(&view)
             if n < 0:
-                if not _would_block(err):
+                if not blocked_or_interrupted(err):
                     self._fatal_error(os_error(err),
                                       'Fatal read error on socket transport')
                 return
@@ -923,7 +906,7 @@ cdef class SocketTransport(StreamTransportBase):
             PyBuffer_Release(&view)
         if n >= 0:
             return n
-        if _would_block(err):
+        if blocked_or_interrupted(err):
             return 0
         self._fatal_error(os_error(err), 'Fatal write error on socket transport')
         return -1
@@ -974,7 +957,7 @@ cdef class SocketTransport(StreamTransportBase):
             sent = sendmsg(self._sock_fd, &msg, MSG_NOSIGNAL)
         err = errno
         if sent < 0:
-            if _would_block(err):
+            if blocked_or_interrupted(err):
                 return 0
             self._core._remove_fd_handle(self._sock_fd, POLLER_WRITE)
             self._clear_buffer()
@@ -1374,6 +1357,4 @@ def _serve_connection(loop, protocol_factory, conn, addr, server, context):
             loop.call_exception_handler(context)
 
 
-def _alloc_faults(str site, long skip=-1, long fails=0):
-    """Test builds only: includes.pxd's arm_alloc_faults for this module."""
-    return arm_alloc_faults(site, skip, fails)
+_alloc_faults = alloc_faults_function()   # test builds only (alloc_faults.pxd)

@@ -3,8 +3,8 @@ compiled steps (stream_reader.pyx says what a step does and checks).
 
 These coroutines are Python on purpose: the interpreter runs the frame of a
 native coroutine inline when it is awaited, and a compiled coroutine per
-call measured slower than asyncio's own (benchmarks/RESULTS.md,
-2026-11-28).  For the same reason readexactly() and read() each spell out
+call measured slower than asyncio's own (benchmarks/RESULTS.md, "Figures
+moved out of code comments (issue 44)").  For the same reason readexactly() and read() each spell out
 their loop rather than share one: a shared coroutine would be a second frame
 per call.  Each one is asyncio's method with what runs
 between its awaits in a step: a step returns the bytes to return, or the
@@ -88,12 +88,9 @@ class StreamReader(_StreamReader):
 # reader is born of the subclass instead of having its __class__ assigned
 # after (stream_reader.pyx, adopt_stream_reader()).  An assignment moves the
 # instance's attribute values out of the object into a dict, and every
-# attribute read of asyncio's own methods on it then takes the slow path
-# (3.14 and 3.15: three reads 33 ns before, 65 ns after).  Measured
-# (callgrind, benchmarks/server_instructions.py, RESULTS.md 2026-12-03):
-# 3.14, 18,264 instructions a line against 19,373, read(n) 18,664 against
-# 19,735, readexactly() 9,557 against 10,094; 3.15 (readline()'s step only)
-# 18,080 a line against asyncio's 21,074, the others unchanged.
+# attribute read of asyncio's own methods on it then takes the slow path,
+# about twice as slow, and every line, read(n) and readexactly() pays it
+# (benchmarks/RESULTS.md, "Figures moved out of code comments (issue 44)").
 #
 # Only asyncio's own factory, exactly: its code object, its module's
 # globals, and asyncio.streams.StreamReader still asyncio's class (a program

@@ -429,28 +429,139 @@ timer_handle_dealloc(PyObject *self)
     dealloc_handle(self, LAYOUT_TIMER);
 }
 
+/* ---- asyncio's surface ---------------------------------------------------
+ *
+ * What every kind of handle shows Python the same way, written once for the
+ * three types: the constructor refused, __repr__, get_context(),
+ * cancelled(), and a read-only property over each of asyncio.Handle's
+ * __slots__.  The Cython classes above (handles.pyx) add what differs
+ * between the kinds or needs the loop's code: _repr_info(), cancel(),
+ * _run(), a timer's when(), ordering and own slots.  Every name asyncio's
+ * classes define is defined here or there, so none of asyncio's code runs
+ * on our objects unless called explicitly through asyncio's class; then
+ * its assignments meet these read-only properties and raise
+ * AttributeError, before anything changes. */
+
+static int
+handle_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    PyErr_SetString(PyExc_TypeError,
+                    "minloop handles are created by the event loop "
+                    "(call_soon, call_later, call_at)");
+    return -1;
+}
+
+/* asyncio's: the repr frozen by a cancel() in debug mode, else made of
+ * _repr_info() (each kind's own). */
+static PyObject *
+handle_repr(PyObject *self)
+{
+    MinloopHandle *h = (MinloopHandle *)self;
+    PyObject *info, *sep, *joined, *repr;
+    minloop_handle_check_slots(h);
+    if (h->_repr != Py_None)
+        return Py_NewRef(h->_repr);
+    info = PyObject_CallMethod(self, "_repr_info", NULL);
+    if (info == NULL)
+        return NULL;
+    sep = PyUnicode_FromString(" ");
+    joined = sep == NULL ? NULL : PyUnicode_Join(sep, info);
+    Py_XDECREF(sep);
+    Py_DECREF(info);
+    if (joined == NULL)
+        return NULL;
+    repr = PyUnicode_FromFormat("<%U>", joined);
+    Py_DECREF(joined);
+    return repr;
+}
+
+static PyObject *
+handle_get_context(PyObject *self, PyObject *unused)
+{
+    return minloop_handle_own_context(self);
+}
+
+/* A _ThreadSafeHandle's own (handles.pyx) asks its monitor instead. */
+static PyObject *
+handle_cancelled(PyObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(((MinloopHandle *)self)->_cancelled == Py_True);
+}
+
+static PyMethodDef handle_methods[] = {
+    {"get_context", handle_get_context, METH_NOARGS, NULL},
+    {"cancelled", handle_cancelled, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The slot at `offset`, an object (None for one deleted through asyncio's
+ * descriptor: minloop_handle_check_slots()). */
+static PyObject *
+get_slot(PyObject *self, void *offset)
+{
+    minloop_handle_check_slots(self);
+    return Py_NewRef(*(PyObject **)((char *)self + (size_t)offset));
+}
+
+static PyObject *
+get_args(PyObject *self, void *unused)
+{
+    return minloop_handle_args(self);
+}
+
+static PyObject *
+get_cancelled(PyObject *self, void *unused)
+{
+    return handle_cancelled(self, NULL);
+}
+
+static PyObject *
+get_context(PyObject *self, void *unused)
+{
+    return minloop_handle_own_context(self);
+}
+
+#define SLOT_PROPERTY(name) \
+    {#name, get_slot, NULL, NULL, (void *)offsetof(MinloopHandle, name)}
+
+static PyGetSetDef handle_getset[] = {
+    {"_args", get_args, NULL, NULL, NULL},
+    SLOT_PROPERTY(_callback),
+    {"_cancelled", get_cancelled, NULL, NULL, NULL},
+    {"_context", get_context, NULL, NULL, NULL},
+    SLOT_PROPERTY(_loop),
+    SLOT_PROPERTY(_repr),
+    SLOT_PROPERTY(_source_traceback),
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* Each type's slots: its own tp_new and tp_dealloc (its layout), then
+ * these. */
+#define SHARED_SLOTS                                                             \
+    {Py_tp_traverse, handle_traverse},                                           \
+    {Py_tp_clear, handle_clear},                                                 \
+    {Py_tp_init, handle_init},                                                   \
+    {Py_tp_repr, handle_repr},                                                   \
+    {Py_tp_methods, handle_methods},                                             \
+    {Py_tp_getset, handle_getset},                                               \
+    {0, NULL}
+
 static PyType_Slot handle_slots[] = {
     {Py_tp_new, handle_new},
-    {Py_tp_traverse, handle_traverse},
-    {Py_tp_clear, handle_clear},
     {Py_tp_dealloc, handle_dealloc},
-    {0, NULL},
+    SHARED_SLOTS,
 };
 
 static PyType_Slot threadsafe_handle_slots[] = {
     {Py_tp_new, threadsafe_handle_new},
-    {Py_tp_traverse, handle_traverse},
-    {Py_tp_clear, handle_clear},
     {Py_tp_dealloc, handle_dealloc},
-    {0, NULL},
+    SHARED_SLOTS,
 };
 
 static PyType_Slot timer_handle_slots[] = {
     {Py_tp_new, timer_handle_new},
-    {Py_tp_traverse, handle_traverse},
-    {Py_tp_clear, handle_clear},
     {Py_tp_dealloc, timer_handle_dealloc},
-    {0, NULL},
+    SHARED_SLOTS,
 };
 
 /* ---- the layout check ---------------------------------------------------- */
@@ -648,29 +759,9 @@ done:
     return rc;
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, exec_module},
-#ifdef Py_mod_gil
-    /* The free lists, its only state, keep nothing without the GIL. */
-    {Py_mod_gil, MINLOOP_MOD_GIL},
-#endif
-#ifdef MINLOOP_MOD_INTERPRETERS
-    /* The free lists are a copy's: one interpreter per copy (exec_module). */
-    {Py_mod_multiple_interpreters, MINLOOP_MOD_INTERPRETERS},
-#endif
-    {0, NULL},
-};
-
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "minloop._handle_bases",
-    .m_doc = "C types extending asyncio's Handle and TimerHandle (see handle_bases.c).",
-    .m_size = 0,
-    .m_slots = module_slots,
-};
-
-PyMODINIT_FUNC
-PyInit__handle_bases(void)
-{
-    return PyModuleDef_Init(&module_def);
-}
+/* The free lists, its only state, keep nothing without the GIL; they are a
+ * copy's: one interpreter per copy (exec_module). */
+MINLOOP_DEFINE_MODULE(
+    _handle_bases,
+    "C types extending asyncio's Handle and TimerHandle (see handle_bases.c).",
+    exec_module)

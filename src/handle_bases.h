@@ -209,6 +209,70 @@ minloop_handle_check_slots(void *handle)
         minloop_handle_refill_slots(h);
 }
 
+/* ---- what every handle kind shares ------------------------------------ *
+ *
+ * Handle, TimerHandle and _ThreadSafeHandle are siblings (handle_bases.c),
+ * so what they share cannot be inherited from one another: it is written
+ * once here over the fields they share (MinloopHandle), for the C bases'
+ * slots (handle_bases.c, "asyncio's surface") and for handles.pyx. */
+
+/* Drops the inline arguments (handles.pyx, "Arguments"); a
+ * _ThreadSafeHandle's _arg1 is its _runner, no argument. */
+static inline void
+minloop_handle_drop_inline_args(void *handle)
+{
+    MinloopHandle *h = (MinloopHandle *)handle;
+    PyObject *arg0 = h->_arg0, *arg1 = NULL;
+    if (!h->_threadsafe) {
+        arg1 = h->_arg1;
+        h->_arg1 = NULL;
+    }
+    h->_inline_args = 0;
+    h->_arg0 = NULL;
+    Py_XDECREF(arg0);
+    Py_XDECREF(arg1);
+}
+
+/* The arguments as asyncio's _args holds them (a new reference): a tuple,
+ * made from the inline arguments the first time it is asked for and kept
+ * in _args from then on, or None once cancelled (or whatever asyncio's own
+ * descriptor put there). */
+static inline PyObject *
+minloop_handle_args(void *handle)
+{
+    MinloopHandle *h = (MinloopHandle *)handle;
+    minloop_handle_check_slots(h);
+    if (h->_inline_args) {
+        PyObject *args = h->_inline_args == 1 ? PyTuple_Pack(1, h->_arg0)
+                                              : PyTuple_Pack(2, h->_arg0, h->_arg1);
+        if (args == NULL)
+            return NULL;
+        Py_SETREF(h->_args, args);
+        minloop_handle_drop_inline_args(h);
+    }
+    return Py_NewRef(h->_args);
+}
+
+/* The handle's own context (a new reference), copied from the snapshot it
+ * shares once, unless it alone holds that snapshot (handles.pyx, "Context
+ * snapshots"). */
+static inline PyObject *
+minloop_handle_own_context(void *handle)
+{
+    MinloopHandle *h = (MinloopHandle *)handle;
+    minloop_handle_check_slots(h);
+    if (h->_context_shared) {
+        if (!minloop_handle_context_alone(h)) {
+            PyObject *copy = PyContext_Copy(h->_context);
+            if (copy == NULL)
+                return NULL;
+            Py_SETREF(h->_context, copy);
+        }
+        h->_context_shared = 0;
+    }
+    return Py_NewRef(h->_context);
+}
+
 /* Gives a subclass that adds no field (handles.pyx's Handle and
  * TimerHandle) its C base's tp_dealloc, tp_traverse and tp_clear in place
  * of Cython's, which would only call the base's after a GC untrack and

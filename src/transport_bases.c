@@ -330,29 +330,9 @@ exec_module(PyObject *module)
     return add_protocol_base(module);
 }
 
-static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, exec_module},
-#ifdef Py_mod_gil
-    /* Types only, no state: safe without the GIL (docs/threading.md). */
-    {Py_mod_gil, MINLOOP_MOD_GIL},
-#endif
-#ifdef MINLOOP_MOD_INTERPRETERS
-    /* No state outside the module's own types: any interpreter, any number. */
-    {Py_mod_multiple_interpreters, MINLOOP_MOD_INTERPRETERS},
-#endif
-    {0, NULL},
-};
-
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "minloop._transport_bases",
-    .m_doc = "C types extending asyncio's transport classes (see transport_bases.c).",
-    .m_size = 0,
-    .m_slots = module_slots,
-};
-
-PyMODINIT_FUNC
-PyInit__transport_bases(void)
-{
-    return PyModuleDef_Init(&module_def);
-}
+/* Types only, no state: safe without the GIL (docs/threading.md), and in
+ * any interpreter, any number of them. */
+MINLOOP_DEFINE_MODULE(
+    _transport_bases,
+    "C types extending asyncio's transport classes (see transport_bases.c).",
+    exec_module)
