@@ -43,7 +43,8 @@ from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
                         iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE)
+                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE,
+                        arm_alloc_faults)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
 from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
@@ -56,7 +57,6 @@ from .lifecycle cimport (READ_SIZE, COPY_MAX, LARGE_READ_SIZE, read_buffer, read
                          warn_unclosed, pause_reading_on, resume_reading_begins,
                          log_reading)
 from .write_queue cimport queue_unsent, fill_iovecs, drop_sent
-from .alloc_faults cimport alloc_faults_function
 from .stream_reader cimport (is_stream_reader_protocol, feed_stream_reader, adopt_stream_reader,
                              use_steps_class)
 from .stream_reader_class import StreamReader as _StepsStreamReader
@@ -1357,4 +1357,6 @@ def _serve_connection(loop, protocol_factory, conn, addr, server, context):
             loop.call_exception_handler(context)
 
 
-_alloc_faults = alloc_faults_function()   # test builds only (alloc_faults.pxd)
+def _alloc_faults(str site, long skip=-1, long fails=0):
+    """Test builds only: includes.pxd's arm_alloc_faults for this module."""
+    return arm_alloc_faults(site, skip, fails)
