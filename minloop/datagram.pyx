@@ -154,7 +154,7 @@ cdef class DatagramTransport(DatagramTransportBase):
         self._buffer_size = 0
         core.call_soon(self._protocol.connection_made, self)
         # only start reading when connection_made() has been called
-        core.call_soon(self._add_reader, self._sock_fd, self._read_ready)
+        core.call_soon(self._begin_reading)
         if waiter is not None:
             # only wake up the waiter when connection_made() has been called
             core.call_soon(_set_result_unless_cancelled, waiter, None)
@@ -214,6 +214,17 @@ cdef class DatagramTransport(DatagramTransportBase):
     cdef int _start_reading(self) except -1:
         self._add_reader(self._sock_fd, self._read_ready)
         return 0
+
+    def _begin_reading(self):
+        """The first _add_reader(), after connection_made().  If the socket
+        cannot be watched (epoll_ctl() ENOMEM), the endpoint ends with that
+        error: asyncio reports it to the exception handler and leaves the
+        endpoint open and deaf, a hang for whoever waits on it
+        (docs/faults.md)."""
+        try:
+            self._start_reading()
+        except OSError as exc:
+            self._fatal_error(exc, 'Fatal error: the socket cannot be watched for reading')
 
     # ------------------------------------------------------------------
     # Write flow control (asyncio's _FlowControlMixin)

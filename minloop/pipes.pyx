@@ -127,7 +127,7 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         self._pipe = pipe
         loop.call_soon(protocol.connection_made, self)
         # Reading starts only once connection_made() has run.
-        loop.call_soon(self._add_reader, fileno, self._read_ready)
+        loop.call_soon(self._start_reading)
         if waiter is not None:
             # The waiter too is woken only after connection_made().
             loop.call_soon(_set_result_unless_cancelled, waiter, None)
@@ -172,6 +172,16 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
             self._core._add_fd_handle(self._fileno, POLLER_READ,
                                       self._read_ready, (), None)
             log_reading(self, self._core, "%r resumes reading")
+
+    def _start_reading(self):
+        """The first _add_reader(), after connection_made().  If the pipe
+        cannot be watched (epoll_ctl() ENOMEM), the transport ends with that
+        error: asyncio reports it to the exception handler and leaves the
+        pipe open and never read, a hang for its reader (docs/faults.md)."""
+        try:
+            self._add_reader(self._fileno, self._read_ready)
+        except OSError as exc:
+            self._fatal_error(exc, 'Fatal error: the pipe cannot be watched for reading')
 
     def _add_reader(self, fd, callback):
         # Scheduled by __init__: pause_reading() or close() may have come

@@ -148,3 +148,63 @@ def test_watching_a_new_connection_fails(kind):
     else:
         assert first == "open False"
         assert reports == "[('OSError', 12)]"
+
+
+WATCH_CHILD = PRELUDE + textwrap.dedent("""
+
+    async def main():
+        lost = loop.create_future()
+
+        class Proto(asyncio.Protocol):
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        # The next epoll_ctl() is the new transport's, watching its fd.
+        if sys.argv[2] == "pipe":
+            r, w = os.pipe()
+            shim.shim_fail_epoll_ctl(1)
+            transport, _ = await loop.connect_read_pipe(Proto, os.fdopen(r, "rb", 0))
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            shim.shim_fail_epoll_ctl(1)
+            transport, _ = await loop.create_datagram_endpoint(Proto, sock=s)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if lost.done():
+            exc = lost.result()
+            print("lost", type(exc).__name__, exc.errno, transport.is_closing())
+        else:
+            print("open", transport.is_closing())
+            transport.close()
+            await asyncio.sleep(0)
+        if sys.argv[2] == "pipe":
+            os.close(w)
+
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(
+        (type(ctx.get("exception")).__name__, getattr(ctx.get("exception"), "errno", None))))
+    loop.run_until_complete(main())
+    print(reports)
+""")
+
+
+@pytest.mark.parametrize("what", ["pipe", "udp"])
+@pytest.mark.parametrize("kind", ["minloop", "asyncio"])
+def test_watching_a_new_pipe_or_endpoint_fails(kind, what):
+    """epoll_ctl() ENOMEM as a read pipe or a datagram endpoint starts
+    watching its fd: asyncio reports it to the exception handler and the
+    transport stays open, never read (a reader waits for ever); minloop ends
+    that transport with the error (connection_lost(exc))."""
+    out = subprocess.run([sys.executable, "-c", WATCH_CHILD, kind, what], env=shim_env(),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    first, reports = out.stdout.splitlines()[:2]
+    if kind == "minloop":
+        assert first == "lost OSError 12 True"
+        # A pipe's _fatal_error reports every error but EIO (asyncio's
+        # read pipe does); a socket's logs an OSError in debug mode only.
+        assert reports == ("[('OSError', 12)]" if what == "pipe" else "[]")
+    else:
+        assert first == "open False"
+        assert reports == "[('OSError', 12)]"
