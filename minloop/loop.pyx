@@ -11,9 +11,11 @@ poller and the fd table, and implements the hot methods (call_soon, call_at,
 the fd callbacks, _run_once, run_forever).  minloop.base_events.Loop adds the
 rest of asyncio's AbstractEventLoop surface in Python on top of it.
 
-_run_once follows asyncio's BaseEventLoop._run_once step for step; see the
-comments there.  Reference ownership: the ring, the heap and the fd table each
-own one reference to every handle they point to.
+_run_iteration (loop._run_once) follows asyncio's BaseEventLoop._run_once
+step for step, each step an inline function named for it (_choose_timeout,
+_poll_events, _queue_due_timers, _run_batch); see the comments there.
+Reference ownership: the ring, the heap and the fd table each own one
+reference to every handle they point to.
 """
 
 import logging
@@ -162,6 +164,160 @@ cdef int _queue_due(void *ctx, void *item, double when) noexcept nogil:
         tm_timer_fired(due.tm, due.now, when)
         due.last = when
     return rc
+
+
+# ----------------------------------------------------------------------
+# _run_iteration's steps, in the order of asyncio's _run_once: choose the
+# timeout, poll, queue the due timers, run the batch; then send the writes
+# the batch held.  Inline functions, not methods: a method of LoopCore is
+# called through its vtable (Loop subclasses it), while these compile into
+# _run_iteration, which call_soon_chain runs once per callback.  `now` is
+# _run_iteration's clock (see there).
+
+cdef inline int64_t _choose_timeout(LoopCore self, double *now) except -2:
+    """How long the poll may wait, in ns: 0 if a callback is ready or the
+    loop is stopping, else until the earliest timer (at most a day), else
+    -1 (for ever)."""
+    cdef double when = 0.0
+    if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
+        # We may block.  A signal that arrived while a callback ran in C
+        # (os.kill as the callback, say) has its Python handler pending:
+        # the interpreter runs it only between bytecodes, and none may
+        # run before we block.  asyncio's pure-Python loop runs it at
+        # once, so do we -- before the timeout is chosen, since the
+        # handler may schedule callbacks (asyncio.Runner's does).
+        PyErr_CheckSignals()
+    if ring_len(&self._ready) or xt_load_int(&self._stopping):
+        return 0
+    if heap_peek(&self._timers, &when) == NULL:
+        return -1
+    now[0] = monotonic_now()
+    when = when - now[0]
+    if when <= 0:
+        return 0
+    if when >= MAXIMUM_SELECT_TIMEOUT:
+        return <int64_t>(MAXIMUM_SELECT_TIMEOUT * 1e9)
+    # Round up: waking before the deadline would only spin.
+    return <int64_t>ceil(when * 1e9)
+
+
+cdef inline int _poll_events(LoopCore self, int64_t timeout_ns, double *now) except -1:
+    """Poll, and queue the handles of the fds that are ready (_poll)."""
+    if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
+        return self._poll(timeout_ns, now)
+    # Nothing but our own wake-up fd is registered and we would not
+    # block: a poll could observe nothing, so skip the syscall.  A
+    # poll would also have run pending signal handlers (EINTR); the
+    # interpreter runs them too between bytecodes of any callback,
+    # so checking on every 32nd skip bounds the delay cheaply.
+    if tm_poll_skipped(self._tm) & 31 == 0:
+        now[0] = -1.0
+        PyErr_CheckSignals()
+    return 0
+
+
+cdef inline int _queue_due_timers(LoopCore self, double now) except -1:
+    """Handle 'later' callbacks that are ready: the heap's reference to
+    each timer due by now + the clock's resolution moves to the ready
+    queue (_queue_due), in the order they would be popped; telemetry
+    records how late each is."""
+    cdef double end_time
+    cdef double when = 0.0
+    cdef _due_timers due
+    cdef int rc
+    tm_timers_pending(self._tm, heap_len(&self._timers))
+    if now < 0:
+        now = monotonic_now()
+    if _END_TIME_PAST_ULP:
+        # Where the clock's resolution is below a double's step at
+        # `now` (after 2**24 s of uptime for 1 ns), now + resolution
+        # is now: a timer due at `now` would wait for the clock.
+        end_time = now + fmax(self._clock_resolution,
+                              nextafter(now, INFINITY) - now)
+    else:
+        end_time = now + self._clock_resolution
+    due.ready = &self._ready
+    due.tm = self._tm
+    due.now = now
+    due.last = NAN
+    if MINLOOP_TELEMETRY:
+        heap_peek(&self._timers, &when)   # the first to go, if any
+    rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
+    if MINLOOP_TELEMETRY and due.last == due.last:
+        tm_timers_fired(self._tm, now, when, due.last)
+    if rc < 0:
+        # The timer the ring refused, and those after it, are still
+        # in the heap: due next time, in order.
+        if rc == -2:
+            # close() has begun since _check_open() looked.
+            raise RuntimeError('Event loop is closed')
+        raise MemoryError()
+    return 0
+
+
+cdef inline int _run_batch(LoopCore self, size_t carried) except -1:
+    """Run the callbacks that are ready as the batch starts (asyncio's
+    ntodo); the `carried` first were scheduled before this iteration's
+    poll."""
+    cdef size_t ntodo, i
+    cdef void *item
+    cdef Handle handle
+    # In a local: a callback may change any of self's fields as far as
+    # the C compiler knows, so self._tm would be loaded again for each.
+    cdef tm_loop *tm = self._tm
+    # We run all currently scheduled callbacks, but not any callbacks
+    # scheduled by callbacks run this time around -- they will be run the
+    # next time.  Other threads only ever add to the ring, so the ntodo
+    # oldest are there to pop -- unless a callback ran an iteration itself
+    # (loop._run_once()) or emptied the ring (asyncio's deque would raise
+    # IndexError there).
+    ntodo = ring_len(&self._ready)
+    tm_batch(tm, ntodo)
+    for i in range(ntodo):
+        if i == carried:
+            # The carried callbacks' writes leave as the last of them
+            # returns ("Write coalescing").
+            _send_held_writes(self)
+        item = ring_pop(&self._ready)
+        if item == NULL:
+            break
+        handle = <Handle>item
+        Py_DECREF(handle)   # the ring's reference; `handle` holds its own
+        # Leaving the ring, the handle stays untracked through its run
+        # (see _release_ran): most handles die right after it.
+        handle._queued -= 1
+        try:
+            if not handle_cancelled(handle):
+                # Counted as it starts: a watchdog sees it move.
+                tm_callback(tm)
+                self._flushes.in_callback = True
+                self._flushes.callback_seq += 1
+                if xt_load_int(&self._callback_hooks):
+                    # Debug mode, or the stall watchdog armed.
+                    if xt_load_int(&self._debug):
+                        self._run_ready(handle)
+                    else:
+                        handle_run(handle)
+                    # Named by the stall watchdog: report it (stall.pyx).
+                    if tm_stalled(tm):
+                        self._stall_ended(handle)
+                else:
+                    handle_run(handle)
+        finally:
+            self._flushes.in_callback = False
+            self._release_ran(handle)
+        if self._flushes.flush_after_callback:
+            # A large write: it leaves now, with what is held with it.
+            self._flushes.flush_after_callback = False
+            _send_held_writes(self)
+    return 0
+
+
+cdef inline int _send_held_writes(LoopCore self) except -1:
+    """Have each transport that holds writes (schedule_flush) send them."""
+    if self._flushes.first != NULL:
+        self._flush_writes()
+    return 0
 
 
 cdef inline int _telemetry_built(str what) except -1:
@@ -631,8 +787,7 @@ cdef class LoopCore:
         finally:
             # After an exception out of a callback: what it wrote before
             # goes out, as it would have in asyncio.
-            if self._flushes.first != NULL:
-                self._flush_writes()
+            _send_held_writes(self)
             if MINLOOP_TELEMETRY:
                 tm_run_end(self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
@@ -649,143 +804,27 @@ cdef class LoopCore:
         self._run_iteration()
 
     cdef int _run_iteration(self) except -1:
-        cdef int64_t timeout_ns
-        cdef int rc
-        cdef double when = 0.0
-        cdef double end_time
+        """One full iteration of the event loop: asyncio's _run_once, step
+        for step (the steps are above the class), then the writes its
+        callbacks held go out."""
         # The clock as last read in this iteration, while no Python code has
         # run since (-1: not so).  One read serves the timeout, the start of
         # a timed poll, and the popping of due timers where it can.
         cdef double now = -1.0
-        cdef _due_timers due
-        cdef size_t ntodo, i, carried
-        cdef void *item
-        cdef Handle handle
-        # In a local: a callback may change any of self's fields as far as
-        # the C compiler knows, so self._tm would be loaded again for each.
-        cdef tm_loop *tm = self._tm
-
-        if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
-            # We may block.  A signal that arrived while a callback ran in C
-            # (os.kill as the callback, say) has its Python handler pending:
-            # the interpreter runs it only between bytecodes, and none may
-            # run before we block.  asyncio's pure-Python loop runs it at
-            # once, so do we -- before the timeout is chosen, since the
-            # handler may schedule callbacks (asyncio.Runner's does).
-            PyErr_CheckSignals()
-        if ring_len(&self._ready) or xt_load_int(&self._stopping):
-            timeout_ns = 0
-        elif heap_peek(&self._timers, &when) != NULL:
-            now = monotonic_now()
-            when = when - now
-            if when <= 0:
-                timeout_ns = 0
-            elif when >= MAXIMUM_SELECT_TIMEOUT:
-                timeout_ns = <int64_t>(MAXIMUM_SELECT_TIMEOUT * 1e9)
-            else:
-                # Round up: waking before the deadline would only spin.
-                timeout_ns = <int64_t>ceil(when * 1e9)
-        else:
-            timeout_ns = -1
-
+        cdef int64_t timeout_ns = _choose_timeout(self, &now)
         # The callbacks scheduled before this poll (by the last batch: the
         # task steps its reads woke).  The writes they make leave as they
         # end, before the poll's handles run ("Write coalescing").
-        carried = ring_len(&self._ready)
-        if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
-            self._poll(timeout_ns, &now)
-        else:
-            # Nothing but our own wake-up fd is registered and we would not
-            # block: a poll could observe nothing, so skip the syscall.  A
-            # poll would also have run pending signal handlers (EINTR); the
-            # interpreter runs them too between bytecodes of any callback,
-            # so checking on every 32nd skip bounds the delay cheaply.
-            if tm_poll_skipped(self._tm) & 31 == 0:
-                now = -1.0
-                PyErr_CheckSignals()
-
-        # Handle 'later' callbacks that are ready.  The heap's reference to
-        # each due timer moves to the ready queue (_queue_due), in the order
-        # they would be popped; telemetry records how late each is.
+        cdef size_t carried = ring_len(&self._ready)
+        _poll_events(self, timeout_ns, &now)
         if heap_len(&self._timers):
-            tm_timers_pending(self._tm, heap_len(&self._timers))
-            if now < 0:
-                now = monotonic_now()
-            if _END_TIME_PAST_ULP:
-                # Where the clock's resolution is below a double's step at
-                # `now` (after 2**24 s of uptime for 1 ns), now + resolution
-                # is now: a timer due at `now` would wait for the clock.
-                end_time = now + fmax(self._clock_resolution,
-                                      nextafter(now, INFINITY) - now)
-            else:
-                end_time = now + self._clock_resolution
-            due.ready = &self._ready
-            due.tm = self._tm
-            due.now = now
-            due.last = NAN
-            if MINLOOP_TELEMETRY:
-                heap_peek(&self._timers, &when)   # the first to go, if any
-            rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
-            if MINLOOP_TELEMETRY and due.last == due.last:
-                tm_timers_fired(self._tm, now, when, due.last)
-            if rc < 0:
-                # The timer the ring refused, and those after it, are still
-                # in the heap: due next time, in order.
-                if rc == -2:
-                    # close() has begun since _check_open() looked.
-                    raise RuntimeError('Event loop is closed')
-                raise MemoryError()
-
+            _queue_due_timers(self, now)
         # This is the only place where callbacks are actually *called*.
-        # All other places just add them to ready.  We run all currently
-        # scheduled callbacks, but not any callbacks scheduled by callbacks
-        # run this time around -- they will be run the next time.
-        # Other threads only ever add to the ring, so the ntodo oldest are
-        # there to pop -- unless a callback ran an iteration itself
-        # (loop._run_once()) or emptied the ring (asyncio's deque would
-        # raise IndexError there).
-        ntodo = ring_len(&self._ready)
-        tm_batch(tm, ntodo)
-        for i in range(ntodo):
-            if i == carried and self._flushes.first != NULL:
-                self._flush_writes()
-            item = ring_pop(&self._ready)
-            if item == NULL:
-                break
-            handle = <Handle>item
-            Py_DECREF(handle)   # the ring's reference; `handle` holds its own
-            # Leaving the ring, the handle stays untracked through its run
-            # (see _release_ran): most handles die right after it.
-            handle._queued -= 1
-            try:
-                if not handle_cancelled(handle):
-                    # Counted as it starts: a watchdog sees it move.
-                    tm_callback(tm)
-                    self._flushes.in_callback = True
-                    self._flushes.callback_seq += 1
-                    if xt_load_int(&self._callback_hooks):
-                        # Debug mode, or the stall watchdog armed.
-                        if xt_load_int(&self._debug):
-                            self._run_ready(handle)
-                        else:
-                            handle_run(handle)
-                        # Named by the stall watchdog: report it (stall.pyx).
-                        if tm_stalled(tm):
-                            self._stall_ended(handle)
-                    else:
-                        handle_run(handle)
-            finally:
-                self._flushes.in_callback = False
-                self._release_ran(handle)
-            if self._flushes.flush_after_callback:
-                # A large write: it leaves now, with what is held with it.
-                self._flushes.flush_after_callback = False
-                if self._flushes.first != NULL:
-                    self._flush_writes()
+        # All other places just add them to ready.
+        _run_batch(self, carried)
         # What the rest of the batch wrote to each transport leaves now, in
         # one writev per transport (stream.pyx, "Write coalescing").
-        if self._flushes.first != NULL:
-            self._flush_writes()
+        _send_held_writes(self)
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
         # timer): drop them, then this iteration's wait their turn.
@@ -1311,8 +1350,7 @@ cdef class LoopCore:
         # would have sent them already.  (What a failed send schedules is
         # dropped below with the rest.)
         try:
-            if self._flushes.first != NULL:
-                self._flush_writes()
+            _send_held_writes(self)
         finally:
             self._drop_flushes()
         xt_store_int(&self._closed, True)
