@@ -4,34 +4,41 @@ from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
                         fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
-                        xt_load_int, tm_loop, ring_push)
+                        xt_load_int, xt_load_ulong, PyThread_get_thread_ident,
+                        tm_loop, ring_push)
 from .handles cimport Handle, TimerHandle
 
 
 # What the loop calls, as a batch of callbacks ends, for each transport that
-# asked it to (schedule_flush): send the writes the batch made.
+# asked it to (schedule_flush): send the writes the batch made.  The stream
+# transport's module registers its own once, as it is imported
+# (set_write_flusher); no other module holds writes.
 ctypedef int (*write_flusher)(object transport) except -1
 
 
-# Write coalescing (stream.pyx): the transports holding the writes of the
-# running batch of callbacks, to send each one's in one writev as the batch
-# ends, or as its callbacks carried over from the last iteration do
+# Write coalescing (stream.pyx): the loop's half.  The transport decides
+# what to hold and for how long; the loop keeps the state below, and a
+# transport reaches it only through the hooks at the end of this file.
+# `first`, `rest`: the transports holding the writes of the running batch
+# of callbacks, to send each one's in one writev as the batch ends, or as
+# its callbacks carried over from the last iteration do
 # (LoopCore._flush_writes): the first in `first`, any others in `rest`
 # after it (`first` is NULL only while `rest` is empty); each with a
-# reference.  `flusher`: the transports' function that sends them.
+# reference.  Added to by schedule_flush(), emptied by the loop.
 # `in_callback`: a callback of _run_iteration() is running (on the loop's
 # thread), so its writes may wait for the batch's end.  `callback_seq`:
 # counts the callbacks run, so that a transport knows whether what it holds
-# was written by the running callback or an earlier one.  Only the loop's thread uses
-# them.  A struct, so that a transport reaches it by a pointer (no
-# reference counting of the loop on the write path).
+# was written by the running callback or an earlier one.  Both written by
+# the loop alone (_run_batch).  `flush_after_callback`: a transport holds a
+# large write, to go out as the running callback returns
+# (flush_after_callback()); the loop clears it as it does so.  Only the
+# loop's thread uses them.
 cdef struct write_flushes:
     PyObject *first
     ready_ring rest
-    write_flusher flusher
     bint in_callback
     size_t callback_seq
-    bint flush_after_callback   # a transport holds a large write (stream.pyx)
+    bint flush_after_callback
 
 
 cdef class LoopCore:
@@ -207,24 +214,50 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
 
 
 # Write coalescing (stream.pyx says why): the writes a batch of callbacks
-# makes to a transport wait for the batch to end, and leave in one go.
+# makes to a transport wait for the batch to end, and leave in one go.  The
+# hooks a transport holds writes by (the loop's state is write_flushes,
+# above).
 
-cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
-    """Writes made now may wait: a callback of the loop is running.  (Not
+cdef void set_write_flusher(write_flusher flusher) noexcept
+
+
+cdef inline bint writes_can_wait(LoopCore core) noexcept:
+    """Writes made now may wait: a callback of core is running.  (Not
     while the loop is not running: nothing would send them, and a program
     writing between run_until_complete() calls may block reading the peer
     next.  Nor from another thread while the loop sleeps in the poller.)"""
-    return flushes.in_callback
+    return core._flushes.in_callback
 
 
-cdef inline bint schedule_flush(write_flushes *flushes, object transport,
-                                write_flusher flusher) noexcept:
-    """Have `flusher(transport)` called as the running batch of callbacks
-    ends; False if there is no memory to note it (then send now)."""
-    if flushes.first == NULL:
-        flushes.first = <PyObject *>transport
-    elif ring_push(&flushes.rest, <void *>transport) < 0:
+cdef inline size_t running_callback(LoopCore core) noexcept:
+    """The running callback's number: a later callback's differs
+    (callback_ran_since)."""
+    return core._flushes.callback_seq
+
+
+cdef inline bint callback_ran_since(LoopCore core, size_t seq) noexcept:
+    """A callback of core's runs on this thread, and it is not the one
+    that running_callback() named `seq`.  (Any thread may ask: another
+    thread's answer is False.)"""
+    return (core._flushes.in_callback
+            and seq != core._flushes.callback_seq
+            and PyThread_get_thread_ident() == xt_load_ulong(&core._thread_ident))
+
+
+cdef inline bint schedule_flush(LoopCore core, object transport) noexcept:
+    """Have the registered write_flusher called on `transport` as the
+    running batch of callbacks ends; False if there is no memory to note
+    it (then send now)."""
+    if core._flushes.first == NULL:
+        core._flushes.first = <PyObject *>transport
+    elif ring_push(&core._flushes.rest, <void *>transport) < 0:
         return False
     Py_INCREF(transport)
-    flushes.flusher = flusher
     return True
+
+
+cdef inline void flush_after_callback(LoopCore core) noexcept:
+    """What the transports hold leaves as the running callback returns,
+    not as the batch ends (a large write: stream.pyx's
+    _HOLD_TO_BATCH_END)."""
+    core._flushes.flush_after_callback = True

@@ -320,6 +320,17 @@ cdef inline int _send_held_writes(LoopCore self) except -1:
     return 0
 
 
+# The stream transport's function that sends what a transport holds
+# (loop.pxd, write_flushes), registered as that module is imported.  Plain
+# C data, set to the same function by every copy of the modules.
+cdef write_flusher _write_flusher = NULL
+
+
+cdef void set_write_flusher(write_flusher flusher) noexcept:
+    global _write_flusher
+    _write_flusher = flusher
+
+
 cdef inline int _telemetry_built(str what) except -1:
     if not MINLOOP_TELEMETRY:
         raise NotImplementedError(
@@ -920,7 +931,7 @@ cdef class LoopCore:
             self._flushes.first = <PyObject *>(ring_pop(&self._flushes.rest)
                                                if ring_len(&self._flushes.rest) else NULL)
             try:
-                self._flushes.flusher(<object>item)
+                _write_flusher(<object>item)
             finally:
                 Py_DECREF(<object>item)   # the list's reference
         return 0
