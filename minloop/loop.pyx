@@ -51,7 +51,6 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        PyObject_GC_Track,
                        forget_context_snapshot)
 from .loop_metrics cimport make_stats, make_utilization, utilization_between, histogram_view
-from .fd_owners cimport transport_of
 
 
 cdef enum:
@@ -1264,7 +1263,8 @@ cdef class LoopCore:
         return True
 
     # ------------------------------------------------------------------
-    # Transports' fds: asyncio's loop._transports (fd_owners.pxd)
+    # Transports' fds: asyncio's loop._transports is fd_owners.pxd's and
+    # fd_owners.pyx's (over the fd table); the table's growth is the loop's
 
     cdef int _reserve_fd(self, int fd) except -1:
         """Make room for fd in the table (fdt_grow).  Growing moves the
@@ -1281,19 +1281,9 @@ cdef class LoopCore:
             _raise_errno(rc)
         return 0
 
-    @property
-    def _transports(self):
-        """fd -> the transport using it (asyncio's attribute): a mapping."""
-        from .fd_owners import TransportMap
-        return TransportMap(self)
-
-    def _ensure_fd_no_transport(self, fd):
-        # asyncio's selector loop's, over our mapping.
-        transport = transport_of(self, _fileno(fd))
-        if transport is not None and not transport.is_closing():
-            raise RuntimeError(
-                f'File descriptor {fd!r} is used by transport '
-                f'{transport!r}')
+    # add_reader() & co: asyncio's selector loop's, with its check that no
+    # transport owns the fd, self._ensure_fd_no_transport() (fd_owners.pyx's,
+    # bound on Loop, or a subclass's).
 
     def add_reader(self, fd, callback, *args):
         """Start watching the file descriptor for read availability."""
