@@ -4,7 +4,8 @@ from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
                         fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
-                        xt_load_int, xt_load_ulong, PyThread_get_thread_ident,
+                        xt_load_int, xt_load_int_acquire, xt_load_ulong,
+                        PyThread_get_thread_ident,
                         tm_loop, ring_push)
 from .handles cimport Handle, TimerHandle
 
@@ -131,7 +132,6 @@ cdef class LoopCore:
         # until a program sets an attribute of its own.
         dict __dict__
 
-    cdef int _check_thread_fast(self) except -1
     cdef int _check_callback_fast(self, object callback, str method) except -1
     cdef int _push_ready(self, Handle handle) except -1
     cdef int _check_push(self, Handle handle, int rc) except -1
@@ -168,17 +168,30 @@ cdef class LoopCore:
     cdef void _clear_fd_table(self)
 
 
-# The thread guard of the entries that reach loop-thread-only C state (the
-# fd table, the transports' write queues): docs/threading.md, item 8.
+# The thread check: asyncio's _check_thread(), which its loop makes in debug
+# mode, and on a free-threaded build also the guard of the entries that
+# reach loop-thread-only C state (the fd table, the transports' write
+# queues): docs/threading.md, item 8.  The one check; LoopCore._check_thread
+# is its Python face.
 
-cdef inline int check_loop_thread(LoopCore core) except -1:
-    """Refuse a thread other than the one running `core` (asyncio's debug-mode
-    RuntimeError) -- on a free-threaded build only, where such a call races
-    the loop's C structures.  With the GIL, XT_GUARD_THREADS is 0 and the C
-    compiler drops the call: asyncio does not check these entries, even in
-    debug mode, and with the GIL they are merely racy, as asyncio's are."""
-    if XT_GUARD_THREADS and core is not None:
-        core._check_thread_fast()
+cdef inline int check_loop_thread(object loop, bint debug=False) except -1:
+    """Refuse a thread other than the one running `loop` (asyncio's debug-mode
+    RuntimeError), if `debug` (asyncio's check), or always on a free-threaded
+    build, where such a call races the loop's C structures.  With the GIL
+    and without `debug`, XT_GUARD_THREADS is 0 and the C compiler drops the
+    call: asyncio does not check these entries, and with the GIL they are
+    merely racy, as asyncio's are.  `loop` may be any object: only
+    minloop's loops are checked (not None, nor another loop under TLS)."""
+    if (XT_GUARD_THREADS or debug) and isinstance(loop, LoopCore):
+        # From any thread: the acquire load of _running pairs with the
+        # release store in run_forever(), so a thread that sees the loop
+        # running sees the ident of the thread that runs it.
+        if (xt_load_int_acquire(&(<LoopCore>loop)._running) and
+                PyThread_get_thread_ident()
+                != xt_load_ulong(&(<LoopCore>loop)._thread_ident)):
+            raise RuntimeError(
+                "Non-thread-safe operation invoked on an event loop other "
+                "than the current one")
     return 0
 
 

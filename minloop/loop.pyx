@@ -448,19 +448,10 @@ cdef class LoopCore:
     def _check_closed(self):
         _check_open(self)
 
-    cdef int _check_thread_fast(self) except -1:
-        # From any thread: the acquire load of _running pairs with the
-        # release store in run_forever(), so a thread that sees the loop
-        # running sees the ident of the thread that runs it.
-        if (xt_load_int_acquire(&self._running) and
-                PyThread_get_thread_ident() != xt_load_ulong(&self._thread_ident)):
-            raise RuntimeError(
-                "Non-thread-safe operation invoked on an event loop other "
-                "than the current one")
-        return 0
-
     def _check_thread(self):
-        self._check_thread_fast()
+        """asyncio's check: RuntimeError from a thread other than the one
+        running the loop (check_loop_thread, loop.pxd)."""
+        check_loop_thread(self, True)
 
     cdef int _check_callback_fast(self, object callback, str method) except -1:
         if _iscoroutine(callback) or _iscoroutinefunction(callback):
@@ -659,8 +650,7 @@ cdef class LoopCore:
         # asyncio checks the thread in debug mode only.  A free-threaded
         # build always does: there a foreign thread's push would race the
         # loop's own on the timer heap, C memory, not a Python list.
-        if XT_GUARD_THREADS or debug:
-            self._check_thread_fast()
+        check_loop_thread(self, debug)
         if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, method)
         cdef TimerHandle timer = new_timer(when, callback, args, self, context,
@@ -766,7 +756,7 @@ cdef class LoopCore:
         self._set_coroutine_origin_tracking(xt_load_int(&self._debug))
         old_agen_hooks = _get_asyncgen_hooks()
         try:
-            # The ident first: _check_thread_fast() reads it in other
+            # The ident first: check_loop_thread() reads it in other
             # threads once it sees _running (release/acquire).
             xt_store_ulong(&self._thread_ident, PyThread_get_thread_ident())
             xt_store_int_release(&self._running, True)
@@ -1414,7 +1404,7 @@ cdef object _call_soon(object loop, object callback, object args, object context
     _check_open(self)
     cdef bint debug = xt_load_int(&self._debug)
     if debug:
-        self._check_thread_fast()
+        check_loop_thread(self, True)
         self._check_callback_fast(callback, 'call_soon')
     elif not PyCallable_Check(callback):
         # asyncio only checks in debug mode and then fails later inside
