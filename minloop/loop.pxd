@@ -33,7 +33,7 @@ ctypedef int (*write_flusher)(object transport) except -1
 # the loop alone (_run_batch).  `flush_after_callback`: a transport holds a
 # large write, to go out as the running callback returns
 # (flush_after_callback()); the loop clears it as it does so.  Only the
-# loop's thread uses them.
+# loop's thread writes them.
 cdef struct write_flushes:
     PyObject *first
     ready_ring rest
@@ -181,7 +181,8 @@ cdef inline int check_loop_thread(object loop, bint debug=False) except -1:
     and without `debug`, XT_GUARD_THREADS is 0 and the C compiler drops the
     call: asyncio does not check these entries, and with the GIL they are
     merely racy, as asyncio's are.  `loop` may be any object: only
-    minloop's loops are checked (not None, nor another loop under TLS)."""
+    minloop's loops are checked (None, or another kind of loop under TLS,
+    passes)."""
     if (XT_GUARD_THREADS or debug) and isinstance(loop, LoopCore):
         # From any thread: the acquire load of _running pairs with the
         # release store in run_forever(), so a thread that sees the loop
@@ -229,48 +230,52 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
 # Write coalescing (stream.pyx says why): the writes a batch of callbacks
 # makes to a transport wait for the batch to end, and leave in one go.  The
 # hooks a transport holds writes by (the loop's state is write_flushes,
-# above).
+# above).  They take the loop as a borrowed pointer, `core`: passed as a
+# LoopCore, self._core costs the transport's write path a reference taken
+# and dropped per call (Cython's, around the call).
 
 cdef void set_write_flusher(write_flusher flusher) noexcept
 
 
-cdef inline bint writes_can_wait(LoopCore core) noexcept:
+cdef inline bint writes_can_wait(PyObject *core) noexcept:
     """Writes made now may wait: a callback of core is running.  (Not
     while the loop is not running: nothing would send them, and a program
     writing between run_until_complete() calls may block reading the peer
     next.  Nor from another thread while the loop sleeps in the poller.)"""
-    return core._flushes.in_callback
+    return (<LoopCore>core)._flushes.in_callback
 
 
-cdef inline size_t running_callback(LoopCore core) noexcept:
+cdef inline size_t running_callback(PyObject *core) noexcept:
     """The running callback's number: a later callback's differs
     (callback_ran_since)."""
-    return core._flushes.callback_seq
+    return (<LoopCore>core)._flushes.callback_seq
 
 
-cdef inline bint callback_ran_since(LoopCore core, size_t seq) noexcept:
+cdef inline bint callback_ran_since(PyObject *core, size_t seq) noexcept:
     """A callback of core's runs on this thread, and it is not the one
     that running_callback() named `seq`.  (Any thread may ask: another
     thread's answer is False.)"""
-    return (core._flushes.in_callback
-            and seq != core._flushes.callback_seq
-            and PyThread_get_thread_ident() == xt_load_ulong(&core._thread_ident))
+    return ((<LoopCore>core)._flushes.in_callback
+            and seq != (<LoopCore>core)._flushes.callback_seq
+            and PyThread_get_thread_ident()
+            == xt_load_ulong(&(<LoopCore>core)._thread_ident))
 
 
-cdef inline bint schedule_flush(LoopCore core, object transport) noexcept:
+cdef inline bint schedule_flush(PyObject *core, object transport) noexcept:
     """Have the registered write_flusher called on `transport` as the
     running batch of callbacks ends; False if there is no memory to note
     it (then send now)."""
-    if core._flushes.first == NULL:
-        core._flushes.first = <PyObject *>transport
-    elif ring_push(&core._flushes.rest, <void *>transport) < 0:
+    cdef write_flushes *flushes = &(<LoopCore>core)._flushes
+    if flushes.first == NULL:
+        flushes.first = <PyObject *>transport
+    elif ring_push(&flushes.rest, <void *>transport) < 0:
         return False
     Py_INCREF(transport)
     return True
 
 
-cdef inline void flush_after_callback(LoopCore core) noexcept:
+cdef inline void flush_after_callback(PyObject *core) noexcept:
     """What the transports hold leaves as the running callback returns,
     not as the batch ends (a large write: stream.pyx's
     _HOLD_TO_BATCH_END)."""
-    core._flushes.flush_after_callback = True
+    (<LoopCore>core)._flushes.flush_after_callback = True

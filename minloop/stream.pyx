@@ -36,7 +36,7 @@ from . import _asyncio_compat
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.object cimport PyTypeObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
 from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
@@ -1008,27 +1008,27 @@ cdef class SocketTransport(StreamTransportBase):
         callback (else it is sent now, as before)."""
         # _sock: after connection_lost(), a write fails in write(), as
         # asyncio's does (_socket_gone), not as the batch ends.
-        return self._sock is not None and writes_can_wait(self._core)
+        return self._sock is not None and writes_can_wait(<PyObject *>self._core)
 
     cdef inline bint _held_by_earlier_callback(self) noexcept:
         """What is held was written by a callback before the running one
         (on the loop's thread: another thread's is_closing() only reads)."""
-        return callback_ran_since(self._core, self._held_seq)
+        return callback_ran_since(<PyObject *>self._core, self._held_seq)
 
     cdef inline void _check_held_size(self) noexcept:
         """Large held writes leave as the callback returns, not at the
         batch's end ("Write coalescing")."""
         if self._buffer_size >= _HOLD_TO_BATCH_END:
-            flush_after_callback(self._core)
+            flush_after_callback(<PyObject *>self._core)
 
     cdef inline int _hold_batch(self) except -1:
         """What _buffer holds waits for the batch's end: note the
         transport on the loop's flush list, once."""
-        self._held_seq = running_callback(self._core)
+        self._held_seq = running_callback(<PyObject *>self._core)
         if self._batch & _BATCH_LISTED:
             self._batch |= _BATCH_PENDING
             return 0
-        if schedule_flush(self._core, self):
+        if schedule_flush(<PyObject *>self._core, self):
             self._batch = _BATCH_PENDING | _BATCH_LISTED
             return 0
         self._batch |= _BATCH_PENDING
