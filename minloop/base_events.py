@@ -23,6 +23,7 @@ from asyncio import selector_events as _aio_selector
 from asyncio import unix_events as _aio_unix
 
 from . import _asyncio_compat
+from . import fd_owners as _fd_owners
 from . import sendfile_fallback as _sendfile_fallback_module
 from . import sock_ops as _sock_ops
 from . import stream as _stream
@@ -396,8 +397,12 @@ class Loop(LoopCore, SignalHandlingMixin, asyncio.AbstractEventLoop):
 
     # ------------------------------------------------------------------
     # Ready-based callback registration: add_reader & co are compiled
-    # (LoopCore), and so are _transports (fd -> transport, a mapping over
-    # the fd table) and asyncio's _ensure_fd_no_transport check over it.
+    # (LoopCore); _transports (fd -> transport, a mapping over the fd
+    # table) and asyncio's _ensure_fd_no_transport check over it are
+    # fd_owners.pyx's.
+
+    _transports = property(_fd_owners._transports)
+    _ensure_fd_no_transport = _fd_owners._ensure_fd_no_transport
 
     @property
     def _selector(self):

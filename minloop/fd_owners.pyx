@@ -1,7 +1,10 @@
 # cython: freethreading_compatible=True
+# cython: binding=True
+# (binding: the two functions below are bound on Loop as its methods.)
 """loop._transports: fd -> transport, as asyncio's WeakValueDictionary
 answers it, over the fd table's owners and the other transports
-(fd_owners.pxd says how the two are kept)."""
+(fd_owners.pxd says how the two are kept); and asyncio's
+_ensure_fd_no_transport() check over it.  base_events.Loop binds both."""
 
 from collections.abc import MutableMapping as _MutableMapping
 
@@ -65,3 +68,28 @@ class TransportMap(_MutableMapping):
 
     def __repr__(self):
         return f'<{type(self).__name__} {dict(self.items())!r}>'
+
+
+def _transports(self):
+    """fd -> the transport using it (asyncio's loop._transports): a mapping
+    over the loop's fd table.  Loop's property."""
+    return TransportMap(self)
+
+
+def _ensure_fd_no_transport(self, fd):
+    """asyncio's selector loop's check, over loop._transports: fd must not
+    be a transport's (unless that one is closing).  Loop's method; a
+    subclass may replace it (then add_reader() and the sock_* methods call
+    the subclass's: sock_ops.pyx)."""
+    fileno = fd
+    if not isinstance(fileno, int):
+        try:
+            fileno = int(fileno.fileno())
+        except (AttributeError, TypeError, ValueError):
+            # This code matches selectors._fileobj_to_fd function.
+            raise ValueError(f"Invalid file object: {fd!r}") from None
+    transport = transport_of(<LoopCore?>self, fileno)
+    if transport is not None and not transport.is_closing():
+        raise RuntimeError(
+            f'File descriptor {fd!r} is used by transport '
+            f'{transport!r}')

@@ -4,34 +4,42 @@ from libc.stdint cimport int64_t
 
 from .includes cimport (timer_heap, ready_ring, poller, poller_event, wakeup_fds,
                         fd_table, xt_mutex, fdt_get, ring_len, POLLER_READ, XT_GUARD_THREADS,
-                        xt_load_int, tm_loop, ring_push)
+                        xt_load_int, xt_load_int_acquire, xt_load_ulong,
+                        PyThread_get_thread_ident,
+                        tm_loop, ring_push)
 from .handles cimport Handle, TimerHandle
 
 
 # What the loop calls, as a batch of callbacks ends, for each transport that
-# asked it to (schedule_flush): send the writes the batch made.
+# asked it to (schedule_flush): send the writes the batch made.  The stream
+# transport's module registers its own once, as it is imported
+# (set_write_flusher); no other module holds writes.
 ctypedef int (*write_flusher)(object transport) except -1
 
 
-# Write coalescing (stream.pyx): the transports holding the writes of the
-# running batch of callbacks, to send each one's in one writev as the batch
-# ends, or as its callbacks carried over from the last iteration do
+# Write coalescing (stream.pyx): the loop's half.  The transport decides
+# what to hold and for how long; the loop keeps the state below, and a
+# transport reaches it only through the hooks at the end of this file.
+# `first`, `rest`: the transports holding the writes of the running batch
+# of callbacks, to send each one's in one writev as the batch ends, or as
+# its callbacks carried over from the last iteration do
 # (LoopCore._flush_writes): the first in `first`, any others in `rest`
 # after it (`first` is NULL only while `rest` is empty); each with a
-# reference.  `flusher`: the transports' function that sends them.
+# reference.  Added to by schedule_flush(), emptied by the loop.
 # `in_callback`: a callback of _run_iteration() is running (on the loop's
 # thread), so its writes may wait for the batch's end.  `callback_seq`:
 # counts the callbacks run, so that a transport knows whether what it holds
-# was written by the running callback or an earlier one.  Only the loop's thread uses
-# them.  A struct, so that a transport reaches it by a pointer (no
-# reference counting of the loop on the write path).
+# was written by the running callback or an earlier one.  Both written by
+# the loop alone (_run_batch).  `flush_after_callback`: a transport holds a
+# large write, to go out as the running callback returns
+# (flush_after_callback()); the loop clears it as it does so.  Only the
+# loop's thread writes them.
 cdef struct write_flushes:
     PyObject *first
     ready_ring rest
-    write_flusher flusher
     bint in_callback
     size_t callback_seq
-    bint flush_after_callback   # a transport holds a large write (stream.pyx)
+    bint flush_after_callback
 
 
 cdef class LoopCore:
@@ -124,7 +132,6 @@ cdef class LoopCore:
         # until a program sets an attribute of its own.
         dict __dict__
 
-    cdef int _check_thread_fast(self) except -1
     cdef int _check_callback_fast(self, object callback, str method) except -1
     cdef int _push_ready(self, Handle handle) except -1
     cdef int _check_push(self, Handle handle, int rc) except -1
@@ -161,17 +168,31 @@ cdef class LoopCore:
     cdef void _clear_fd_table(self)
 
 
-# The thread guard of the entries that reach loop-thread-only C state (the
-# fd table, the transports' write queues): docs/threading.md, item 8.
+# The thread check: asyncio's _check_thread(), which its loop makes in debug
+# mode, and on a free-threaded build also the guard of the entries that
+# reach loop-thread-only C state (the fd table, the transports' write
+# queues): docs/threading.md, item 8.  The one check; LoopCore._check_thread
+# is its Python face.
 
-cdef inline int check_loop_thread(LoopCore core) except -1:
-    """Refuse a thread other than the one running `core` (asyncio's debug-mode
-    RuntimeError) -- on a free-threaded build only, where such a call races
-    the loop's C structures.  With the GIL, XT_GUARD_THREADS is 0 and the C
-    compiler drops the call: asyncio does not check these entries, even in
-    debug mode, and with the GIL they are merely racy, as asyncio's are."""
-    if XT_GUARD_THREADS and core is not None:
-        core._check_thread_fast()
+cdef inline int check_loop_thread(object loop, bint debug=False) except -1:
+    """Refuse a thread other than the one running `loop` (asyncio's debug-mode
+    RuntimeError), if `debug` (asyncio's check), or always on a free-threaded
+    build, where such a call races the loop's C structures.  With the GIL
+    and without `debug`, XT_GUARD_THREADS is 0 and the C compiler drops the
+    call: asyncio does not check these entries, and with the GIL they are
+    merely racy, as asyncio's are.  `loop` may be any object: only
+    minloop's loops are checked (None, or another kind of loop under TLS,
+    passes)."""
+    if (XT_GUARD_THREADS or debug) and isinstance(loop, LoopCore):
+        # From any thread: the acquire load of _running pairs with the
+        # release store in run_forever(), so a thread that sees the loop
+        # running sees the ident of the thread that runs it.
+        if (xt_load_int_acquire(&(<LoopCore>loop)._running) and
+                PyThread_get_thread_ident()
+                != xt_load_ulong(&(<LoopCore>loop)._thread_ident)):
+            raise RuntimeError(
+                "Non-thread-safe operation invoked on an event loop other "
+                "than the current one")
     return 0
 
 
@@ -207,24 +228,54 @@ cdef inline bint nothing_runs_before_next_read(LoopCore core, int fd,
 
 
 # Write coalescing (stream.pyx says why): the writes a batch of callbacks
-# makes to a transport wait for the batch to end, and leave in one go.
+# makes to a transport wait for the batch to end, and leave in one go.  The
+# hooks a transport holds writes by (the loop's state is write_flushes,
+# above).  They take the loop as a borrowed pointer, `core`: passed as a
+# LoopCore, self._core costs the transport's write path a reference taken
+# and dropped per call (Cython's, around the call).
 
-cdef inline bint writes_can_wait(write_flushes *flushes) noexcept:
-    """Writes made now may wait: a callback of the loop is running.  (Not
+cdef void set_write_flusher(write_flusher flusher) noexcept
+
+
+cdef inline bint writes_can_wait(PyObject *core) noexcept:
+    """Writes made now may wait: a callback of core is running.  (Not
     while the loop is not running: nothing would send them, and a program
     writing between run_until_complete() calls may block reading the peer
     next.  Nor from another thread while the loop sleeps in the poller.)"""
-    return flushes.in_callback
+    return (<LoopCore>core)._flushes.in_callback
 
 
-cdef inline bint schedule_flush(write_flushes *flushes, object transport,
-                                write_flusher flusher) noexcept:
-    """Have `flusher(transport)` called as the running batch of callbacks
-    ends; False if there is no memory to note it (then send now)."""
+cdef inline size_t running_callback(PyObject *core) noexcept:
+    """The running callback's number: a later callback's differs
+    (callback_ran_since)."""
+    return (<LoopCore>core)._flushes.callback_seq
+
+
+cdef inline bint callback_ran_since(PyObject *core, size_t seq) noexcept:
+    """A callback of core's runs on this thread, and it is not the one
+    that running_callback() named `seq`.  (Any thread may ask: another
+    thread's answer is False.)"""
+    return ((<LoopCore>core)._flushes.in_callback
+            and seq != (<LoopCore>core)._flushes.callback_seq
+            and PyThread_get_thread_ident()
+            == xt_load_ulong(&(<LoopCore>core)._thread_ident))
+
+
+cdef inline bint schedule_flush(PyObject *core, object transport) noexcept:
+    """Have the registered write_flusher called on `transport` as the
+    running batch of callbacks ends; False if there is no memory to note
+    it (then send now)."""
+    cdef write_flushes *flushes = &(<LoopCore>core)._flushes
     if flushes.first == NULL:
         flushes.first = <PyObject *>transport
     elif ring_push(&flushes.rest, <void *>transport) < 0:
         return False
     Py_INCREF(transport)
-    flushes.flusher = flusher
     return True
+
+
+cdef inline void flush_after_callback(PyObject *core) noexcept:
+    """What the transports hold leaves as the running callback returns,
+    not as the batch ends (a large write: stream.pyx's
+    _HOLD_TO_BATCH_END)."""
+    (<LoopCore>core)._flushes.flush_after_callback = True

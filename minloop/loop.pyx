@@ -11,9 +11,11 @@ poller and the fd table, and implements the hot methods (call_soon, call_at,
 the fd callbacks, _run_once, run_forever).  minloop.base_events.Loop adds the
 rest of asyncio's AbstractEventLoop surface in Python on top of it.
 
-_run_once follows asyncio's BaseEventLoop._run_once step for step; see the
-comments there.  Reference ownership: the ring, the heap and the fd table each
-own one reference to every handle they point to.
+_run_iteration (loop._run_once) follows asyncio's BaseEventLoop._run_once
+step for step, each step an inline function named for it (_choose_timeout,
+_poll_events, _queue_due_timers, _run_batch); see the comments there.
+Reference ownership: the ring, the heap and the fd table each own one
+reference to every handle they point to.
 """
 
 import logging
@@ -49,7 +51,6 @@ from .handles cimport (PyObject_GC_IsTracked, Handle, TimerHandle, new_handle, n
                        PyObject_GC_Track,
                        forget_context_snapshot)
 from .loop_metrics cimport make_stats, make_utilization, utilization_between, histogram_view
-from .fd_owners cimport transport_of
 
 
 cdef enum:
@@ -162,6 +163,171 @@ cdef int _queue_due(void *ctx, void *item, double when) noexcept nogil:
         tm_timer_fired(due.tm, due.now, when)
         due.last = when
     return rc
+
+
+# ----------------------------------------------------------------------
+# _run_iteration's steps, in the order of asyncio's _run_once: choose the
+# timeout, poll, queue the due timers, run the batch; then send the writes
+# the batch held.  Inline functions, not methods: a method of LoopCore is
+# called through its vtable (Loop subclasses it), while these compile into
+# _run_iteration, which call_soon_chain runs once per callback.  `now` is
+# _run_iteration's clock (see there).
+
+cdef inline int64_t _choose_timeout(LoopCore self, double *now) except -2:
+    """How long the poll may wait, in ns: 0 if a callback is ready or the
+    loop is stopping, else until the earliest timer (at most a day), else
+    -1 (for ever)."""
+    cdef double when = 0.0
+    if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
+        # We may block.  A signal that arrived while a callback ran in C
+        # (os.kill as the callback, say) has its Python handler pending:
+        # the interpreter runs it only between bytecodes, and none may
+        # run before we block.  asyncio's pure-Python loop runs it at
+        # once, so do we -- before the timeout is chosen, since the
+        # handler may schedule callbacks (asyncio.Runner's does).
+        PyErr_CheckSignals()
+    if ring_len(&self._ready) or xt_load_int(&self._stopping):
+        return 0
+    if heap_peek(&self._timers, &when) == NULL:
+        return -1
+    now[0] = monotonic_now()
+    when = when - now[0]
+    if when <= 0:
+        return 0
+    if when >= MAXIMUM_SELECT_TIMEOUT:
+        return <int64_t>(MAXIMUM_SELECT_TIMEOUT * 1e9)
+    # Round up: waking before the deadline would only spin.
+    return <int64_t>ceil(when * 1e9)
+
+
+cdef inline int _poll_events(LoopCore self, int64_t timeout_ns, double *now) except -1:
+    """Poll, and queue the handles of the fds that are ready (_poll)."""
+    if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
+        return self._poll(timeout_ns, now)
+    # Nothing but our own wake-up fd is registered and we would not
+    # block: a poll could observe nothing, so skip the syscall.  A
+    # poll would also have run pending signal handlers (EINTR); the
+    # interpreter runs them too between bytecodes of any callback,
+    # so checking on every 32nd skip bounds the delay cheaply.
+    if tm_poll_skipped(self._tm) & 31 == 0:
+        now[0] = -1.0
+        PyErr_CheckSignals()
+    return 0
+
+
+cdef inline int _queue_due_timers(LoopCore self, double now) except -1:
+    """Handle 'later' callbacks that are ready: the heap's reference to
+    each timer due by now + the clock's resolution moves to the ready
+    queue (_queue_due), in the order they would be popped; telemetry
+    records how late each is."""
+    cdef double end_time
+    cdef double when = 0.0
+    cdef _due_timers due
+    cdef int rc
+    tm_timers_pending(self._tm, heap_len(&self._timers))
+    if now < 0:
+        now = monotonic_now()
+    if _END_TIME_PAST_ULP:
+        # Where the clock's resolution is below a double's step at
+        # `now` (after 2**24 s of uptime for 1 ns), now + resolution
+        # is now: a timer due at `now` would wait for the clock.
+        end_time = now + fmax(self._clock_resolution,
+                              nextafter(now, INFINITY) - now)
+    else:
+        end_time = now + self._clock_resolution
+    due.ready = &self._ready
+    due.tm = self._tm
+    due.now = now
+    due.last = NAN
+    if MINLOOP_TELEMETRY:
+        heap_peek(&self._timers, &when)   # the first to go, if any
+    rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
+    if MINLOOP_TELEMETRY and due.last == due.last:
+        tm_timers_fired(self._tm, now, when, due.last)
+    if rc < 0:
+        # The timer the ring refused, and those after it, are still
+        # in the heap: due next time, in order.
+        if rc == -2:
+            # close() has begun since _check_open() looked.
+            raise RuntimeError('Event loop is closed')
+        raise MemoryError()
+    return 0
+
+
+cdef inline int _run_batch(LoopCore self, size_t carried) except -1:
+    """Run the callbacks that are ready as the batch starts (asyncio's
+    ntodo); the `carried` first were scheduled before this iteration's
+    poll."""
+    cdef size_t ntodo, i
+    cdef void *item
+    cdef Handle handle
+    # In a local: a callback may change any of self's fields as far as
+    # the C compiler knows, so self._tm would be loaded again for each.
+    cdef tm_loop *tm = self._tm
+    # We run all currently scheduled callbacks, but not any callbacks
+    # scheduled by callbacks run this time around -- they will be run the
+    # next time.  Other threads only ever add to the ring, so the ntodo
+    # oldest are there to pop -- unless a callback ran an iteration itself
+    # (loop._run_once()) or emptied the ring (asyncio's deque would raise
+    # IndexError there).
+    ntodo = ring_len(&self._ready)
+    tm_batch(tm, ntodo)
+    for i in range(ntodo):
+        if i == carried:
+            # The carried callbacks' writes leave as the last of them
+            # returns ("Write coalescing").
+            _send_held_writes(self)
+        item = ring_pop(&self._ready)
+        if item == NULL:
+            break
+        handle = <Handle>item
+        Py_DECREF(handle)   # the ring's reference; `handle` holds its own
+        # Leaving the ring, the handle stays untracked through its run
+        # (see _release_ran): most handles die right after it.
+        handle._queued -= 1
+        try:
+            if not handle_cancelled(handle):
+                # Counted as it starts: a watchdog sees it move.
+                tm_callback(tm)
+                self._flushes.in_callback = True
+                self._flushes.callback_seq += 1
+                if xt_load_int(&self._callback_hooks):
+                    # Debug mode, or the stall watchdog armed.
+                    if xt_load_int(&self._debug):
+                        self._run_ready(handle)
+                    else:
+                        handle_run(handle)
+                    # Named by the stall watchdog: report it (stall.pyx).
+                    if tm_stalled(tm):
+                        self._stall_ended(handle)
+                else:
+                    handle_run(handle)
+        finally:
+            self._flushes.in_callback = False
+            self._release_ran(handle)
+        if self._flushes.flush_after_callback:
+            # A large write: it leaves now, with what is held with it.
+            self._flushes.flush_after_callback = False
+            _send_held_writes(self)
+    return 0
+
+
+cdef inline int _send_held_writes(LoopCore self) except -1:
+    """Have each transport that holds writes (schedule_flush) send them."""
+    if self._flushes.first != NULL:
+        self._flush_writes()
+    return 0
+
+
+# The stream transport's function that sends what a transport holds
+# (loop.pxd, write_flushes), registered as that module is imported.  Plain
+# C data, set to the same function by every copy of the modules.
+cdef write_flusher _write_flusher = NULL
+
+
+cdef void set_write_flusher(write_flusher flusher) noexcept:
+    global _write_flusher
+    _write_flusher = flusher
 
 
 cdef inline int _telemetry_built(str what) except -1:
@@ -282,19 +448,10 @@ cdef class LoopCore:
     def _check_closed(self):
         _check_open(self)
 
-    cdef int _check_thread_fast(self) except -1:
-        # From any thread: the acquire load of _running pairs with the
-        # release store in run_forever(), so a thread that sees the loop
-        # running sees the ident of the thread that runs it.
-        if (xt_load_int_acquire(&self._running) and
-                PyThread_get_thread_ident() != xt_load_ulong(&self._thread_ident)):
-            raise RuntimeError(
-                "Non-thread-safe operation invoked on an event loop other "
-                "than the current one")
-        return 0
-
     def _check_thread(self):
-        self._check_thread_fast()
+        """asyncio's check: RuntimeError from a thread other than the one
+        running the loop (check_loop_thread, loop.pxd)."""
+        check_loop_thread(self, True)
 
     cdef int _check_callback_fast(self, object callback, str method) except -1:
         if _iscoroutine(callback) or _iscoroutinefunction(callback):
@@ -493,8 +650,7 @@ cdef class LoopCore:
         # asyncio checks the thread in debug mode only.  A free-threaded
         # build always does: there a foreign thread's push would race the
         # loop's own on the timer heap, C memory, not a Python list.
-        if XT_GUARD_THREADS or debug:
-            self._check_thread_fast()
+        check_loop_thread(self, debug)
         if debug or not PyCallable_Check(callback):
             self._check_callback_fast(callback, method)
         cdef TimerHandle timer = new_timer(when, callback, args, self, context,
@@ -556,8 +712,8 @@ cdef class LoopCore:
                     kwargs['context'] = context
                 return task_class(coro, loop=self, name=name, **kwargs)
             if _finds_this_loop(task_class, _CTask, self):
-                # callgrind, 3.14: a task made, run and done in 6,355 -> 5,996
-                # instructions.
+                # Without loop=, a keyword less to parse: the C Task takes
+                # the running loop, this one, from the thread's state.
                 return task_class(coro) if name is None else task_class(coro, name=name)
             if name is None:
                 return task_class(coro, loop=self)   # one keyword less to parse
@@ -600,7 +756,7 @@ cdef class LoopCore:
         self._set_coroutine_origin_tracking(xt_load_int(&self._debug))
         old_agen_hooks = _get_asyncgen_hooks()
         try:
-            # The ident first: _check_thread_fast() reads it in other
+            # The ident first: check_loop_thread() reads it in other
             # threads once it sees _running (release/acquire).
             xt_store_ulong(&self._thread_ident, PyThread_get_thread_ident())
             xt_store_int_release(&self._running, True)
@@ -631,8 +787,7 @@ cdef class LoopCore:
         finally:
             # After an exception out of a callback: what it wrote before
             # goes out, as it would have in asyncio.
-            if self._flushes.first != NULL:
-                self._flush_writes()
+            _send_held_writes(self)
             if MINLOOP_TELEMETRY:
                 tm_run_end(self._tm, monotonic_now())
             xt_store_int(&self._stopping, False)
@@ -649,143 +804,27 @@ cdef class LoopCore:
         self._run_iteration()
 
     cdef int _run_iteration(self) except -1:
-        cdef int64_t timeout_ns
-        cdef int rc
-        cdef double when = 0.0
-        cdef double end_time
+        """One full iteration of the event loop: asyncio's _run_once, step
+        for step (the steps are above the class), then the writes its
+        callbacks held go out."""
         # The clock as last read in this iteration, while no Python code has
         # run since (-1: not so).  One read serves the timeout, the start of
         # a timed poll, and the popping of due timers where it can.
         cdef double now = -1.0
-        cdef _due_timers due
-        cdef size_t ntodo, i, carried
-        cdef void *item
-        cdef Handle handle
-        # In a local: a callback may change any of self's fields as far as
-        # the C compiler knows, so self._tm would be loaded again for each.
-        cdef tm_loop *tm = self._tm
-
-        if not ring_len(&self._ready) and not xt_load_int(&self._stopping):
-            # We may block.  A signal that arrived while a callback ran in C
-            # (os.kill as the callback, say) has its Python handler pending:
-            # the interpreter runs it only between bytecodes, and none may
-            # run before we block.  asyncio's pure-Python loop runs it at
-            # once, so do we -- before the timeout is chosen, since the
-            # handler may schedule callbacks (asyncio.Runner's does).
-            PyErr_CheckSignals()
-        if ring_len(&self._ready) or xt_load_int(&self._stopping):
-            timeout_ns = 0
-        elif heap_peek(&self._timers, &when) != NULL:
-            now = monotonic_now()
-            when = when - now
-            if when <= 0:
-                timeout_ns = 0
-            elif when >= MAXIMUM_SELECT_TIMEOUT:
-                timeout_ns = <int64_t>(MAXIMUM_SELECT_TIMEOUT * 1e9)
-            else:
-                # Round up: waking before the deadline would only spin.
-                timeout_ns = <int64_t>ceil(when * 1e9)
-        else:
-            timeout_ns = -1
-
+        cdef int64_t timeout_ns = _choose_timeout(self, &now)
         # The callbacks scheduled before this poll (by the last batch: the
         # task steps its reads woke).  The writes they make leave as they
         # end, before the poll's handles run ("Write coalescing").
-        carried = ring_len(&self._ready)
-        if timeout_ns != 0 or fdt_armed(&self._fd_table) > 0:
-            self._poll(timeout_ns, &now)
-        else:
-            # Nothing but our own wake-up fd is registered and we would not
-            # block: a poll could observe nothing, so skip the syscall.  A
-            # poll would also have run pending signal handlers (EINTR); the
-            # interpreter runs them too between bytecodes of any callback,
-            # so checking on every 32nd skip bounds the delay cheaply.
-            if tm_poll_skipped(self._tm) & 31 == 0:
-                now = -1.0
-                PyErr_CheckSignals()
-
-        # Handle 'later' callbacks that are ready.  The heap's reference to
-        # each due timer moves to the ready queue (_queue_due), in the order
-        # they would be popped; telemetry records how late each is.
+        cdef size_t carried = ring_len(&self._ready)
+        _poll_events(self, timeout_ns, &now)
         if heap_len(&self._timers):
-            tm_timers_pending(self._tm, heap_len(&self._timers))
-            if now < 0:
-                now = monotonic_now()
-            if _END_TIME_PAST_ULP:
-                # Where the clock's resolution is below a double's step at
-                # `now` (after 2**24 s of uptime for 1 ns), now + resolution
-                # is now: a timer due at `now` would wait for the clock.
-                end_time = now + fmax(self._clock_resolution,
-                                      nextafter(now, INFINITY) - now)
-            else:
-                end_time = now + self._clock_resolution
-            due.ready = &self._ready
-            due.tm = self._tm
-            due.now = now
-            due.last = NAN
-            if MINLOOP_TELEMETRY:
-                heap_peek(&self._timers, &when)   # the first to go, if any
-            rc = heap_drain_due(&self._timers, end_time, _queue_due, &due)
-            if MINLOOP_TELEMETRY and due.last == due.last:
-                tm_timers_fired(self._tm, now, when, due.last)
-            if rc < 0:
-                # The timer the ring refused, and those after it, are still
-                # in the heap: due next time, in order.
-                if rc == -2:
-                    # close() has begun since _check_open() looked.
-                    raise RuntimeError('Event loop is closed')
-                raise MemoryError()
-
+            _queue_due_timers(self, now)
         # This is the only place where callbacks are actually *called*.
-        # All other places just add them to ready.  We run all currently
-        # scheduled callbacks, but not any callbacks scheduled by callbacks
-        # run this time around -- they will be run the next time.
-        # Other threads only ever add to the ring, so the ntodo oldest are
-        # there to pop -- unless a callback ran an iteration itself
-        # (loop._run_once()) or emptied the ring (asyncio's deque would
-        # raise IndexError there).
-        ntodo = ring_len(&self._ready)
-        tm_batch(tm, ntodo)
-        for i in range(ntodo):
-            if i == carried and self._flushes.first != NULL:
-                self._flush_writes()
-            item = ring_pop(&self._ready)
-            if item == NULL:
-                break
-            handle = <Handle>item
-            Py_DECREF(handle)   # the ring's reference; `handle` holds its own
-            # Leaving the ring, the handle stays untracked through its run
-            # (see _release_ran): most handles die right after it.
-            handle._queued -= 1
-            try:
-                if not handle_cancelled(handle):
-                    # Counted as it starts: a watchdog sees it move.
-                    tm_callback(tm)
-                    self._flushes.in_callback = True
-                    self._flushes.callback_seq += 1
-                    if xt_load_int(&self._callback_hooks):
-                        # Debug mode, or the stall watchdog armed.
-                        if xt_load_int(&self._debug):
-                            self._run_ready(handle)
-                        else:
-                            handle_run(handle)
-                        # Named by the stall watchdog: report it (stall.pyx).
-                        if tm_stalled(tm):
-                            self._stall_ended(handle)
-                    else:
-                        handle_run(handle)
-            finally:
-                self._flushes.in_callback = False
-                self._release_ran(handle)
-            if self._flushes.flush_after_callback:
-                # A large write: it leaves now, with what is held with it.
-                self._flushes.flush_after_callback = False
-                if self._flushes.first != NULL:
-                    self._flush_writes()
+        # All other places just add them to ready.
+        _run_batch(self, carried)
         # What the rest of the batch wrote to each transport leaves now, in
         # one writev per transport (stream.pyx, "Write coalescing").
-        if self._flushes.first != NULL:
-            self._flush_writes()
+        _send_held_writes(self)
         # Those that ran an iteration ago have had a full iteration for
         # their holder to let go (a task resumed by now drops its sleep's
         # timer): drop them, then this iteration's wait their turn.
@@ -881,7 +920,7 @@ cdef class LoopCore:
             self._flushes.first = <PyObject *>(ring_pop(&self._flushes.rest)
                                                if ring_len(&self._flushes.rest) else NULL)
             try:
-                self._flushes.flusher(<object>item)
+                _write_flusher(<object>item)
             finally:
                 Py_DECREF(<object>item)   # the list's reference
         return 0
@@ -1214,7 +1253,8 @@ cdef class LoopCore:
         return True
 
     # ------------------------------------------------------------------
-    # Transports' fds: asyncio's loop._transports (fd_owners.pxd)
+    # Transports' fds: asyncio's loop._transports is fd_owners.pxd's and
+    # fd_owners.pyx's (over the fd table); the table's growth is the loop's
 
     cdef int _reserve_fd(self, int fd) except -1:
         """Make room for fd in the table (fdt_grow).  Growing moves the
@@ -1231,19 +1271,9 @@ cdef class LoopCore:
             _raise_errno(rc)
         return 0
 
-    @property
-    def _transports(self):
-        """fd -> the transport using it (asyncio's attribute): a mapping."""
-        from .fd_owners import TransportMap
-        return TransportMap(self)
-
-    def _ensure_fd_no_transport(self, fd):
-        # asyncio's selector loop's, over our mapping.
-        transport = transport_of(self, _fileno(fd))
-        if transport is not None and not transport.is_closing():
-            raise RuntimeError(
-                f'File descriptor {fd!r} is used by transport '
-                f'{transport!r}')
+    # add_reader() & co: asyncio's selector loop's, with its check that no
+    # transport owns the fd, self._ensure_fd_no_transport() (fd_owners.pyx's,
+    # bound on Loop, or a subclass's).
 
     def add_reader(self, fd, callback, *args):
         """Start watching the file descriptor for read availability."""
@@ -1311,8 +1341,7 @@ cdef class LoopCore:
         # would have sent them already.  (What a failed send schedules is
         # dropped below with the rest.)
         try:
-            if self._flushes.first != NULL:
-                self._flush_writes()
+            _send_held_writes(self)
         finally:
             self._drop_flushes()
         xt_store_int(&self._closed, True)
@@ -1375,7 +1404,7 @@ cdef object _call_soon(object loop, object callback, object args, object context
     _check_open(self)
     cdef bint debug = xt_load_int(&self._debug)
     if debug:
-        self._check_thread_fast()
+        check_loop_thread(self, True)
         self._check_callback_fast(callback, 'call_soon')
     elif not PyCallable_Check(callback):
         # asyncio only checks in debug mode and then fails later inside

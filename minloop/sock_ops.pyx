@@ -65,13 +65,14 @@ from .fd_owners cimport transport_of
 from .oserrors cimport os_error, would_block
 
 from . import _asyncio_compat
+from . import fd_owners as _fd_owners
 
 
 cdef object _socket_type = _socket.socket
 cdef bint _SENDFILE_ALWAYS_SEEKS = _asyncio_compat.SENDFILE_ALWAYS_SEEKS
-# The loop's own check that no transport owns an fd (a subclass may
-# replace it: then it is called).
-cdef object _core_ensure_fd_no_transport = LoopCore._ensure_fd_no_transport
+# The loop's own check that no transport owns an fd, as Loop binds it (a
+# subclass may replace it: then it is called).
+cdef object _core_ensure_fd_no_transport = _fd_owners._ensure_fd_no_transport
 cdef object _memoryview = memoryview
 cdef object _check_ssl_socket = _aio_base._check_ssl_socket
 cdef bint _HAS_IPv6 = _aio_base._HAS_IPv6

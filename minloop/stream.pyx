@@ -36,18 +36,19 @@ from . import _asyncio_compat
 cimport cython
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyObject_CheckBuffer,
                              PyBUF_SIMPLE, PyBUF_WRITABLE)
-from cpython.object cimport PyTypeObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
 from libc.errno cimport errno, EMFILE, ENFILE, ENOBUFS, ENOMEM
 from libc.string cimport memset
 
 from .includes cimport (POLLER_READ, POLLER_WRITE, MSG_NOSIGNAL, MINLOOP_IOV_MAX,
-                        iovec, msghdr, recv, send, sendmsg, xt_load_ulong,
-                        PyThread_get_thread_ident, af_fails, AF_READ_BUFFER, AF_WRITE_QUEUE,
-                        arm_alloc_faults)
+                        iovec, msghdr, recv, send, sendmsg, af_fails, AF_READ_BUFFER,
+                        AF_WRITE_QUEUE, arm_alloc_faults)
 from .flow_control cimport (water_marks, maybe_pause_protocol,
                             maybe_resume_protocol)
-from .loop cimport LoopCore, check_loop_thread, writes_can_wait, schedule_flush
+from .loop cimport (LoopCore, check_loop_thread, writes_can_wait, running_callback,
+                   callback_ran_since, schedule_flush, flush_after_callback,
+                   set_write_flusher)
 from .fd_owners cimport own_fd, owns_fd, disown_fd
 from .oserrors cimport os_error, blocked_or_interrupted
 from .fatal_error cimport report_fatal_error
@@ -329,7 +330,7 @@ cdef class SocketTransport(StreamTransportBase):
         unsigned char _connected
         unsigned char _read_mode
         unsigned char _batch
-        # The loop's callback_seq as _batch became _BATCH_PENDING.
+        # running_callback()'s answer as _batch became _BATCH_PENDING.
         size_t _held_seq
         # None once connection_lost() has run.  Writable, as asyncio's is:
         # CPython's tests swap it for a wrapper (the transport's own I/O
@@ -990,30 +991,27 @@ cdef class SocketTransport(StreamTransportBase):
         callback (else it is sent now, as before)."""
         # _sock: after connection_lost(), a write fails in write(), as
         # asyncio's does (_socket_gone), not as the batch ends.
-        return self._sock is not None and writes_can_wait(&self._core._flushes)
+        return self._sock is not None and writes_can_wait(<PyObject *>self._core)
 
     cdef inline bint _held_by_earlier_callback(self) noexcept:
         """What is held was written by a callback before the running one
         (on the loop's thread: another thread's is_closing() only reads)."""
-        cdef LoopCore core = self._core
-        return (core._flushes.in_callback
-                and self._held_seq != core._flushes.callback_seq
-                and PyThread_get_thread_ident() == xt_load_ulong(&core._thread_ident))
+        return callback_ran_since(<PyObject *>self._core, self._held_seq)
 
     cdef inline void _check_held_size(self) noexcept:
         """Large held writes leave as the callback returns, not at the
         batch's end ("Write coalescing")."""
         if self._buffer_size >= _HOLD_TO_BATCH_END:
-            self._core._flushes.flush_after_callback = True
+            flush_after_callback(<PyObject *>self._core)
 
     cdef inline int _hold_batch(self) except -1:
         """What _buffer holds waits for the batch's end: note the
         transport on the loop's flush list, once."""
-        self._held_seq = self._core._flushes.callback_seq
+        self._held_seq = running_callback(<PyObject *>self._core)
         if self._batch & _BATCH_LISTED:
             self._batch |= _BATCH_PENDING
             return 0
-        if schedule_flush(&self._core._flushes, self, _send_held_writes):
+        if schedule_flush(<PyObject *>self._core, self):
             self._batch = _BATCH_PENDING | _BATCH_LISTED
             return 0
         self._batch |= _BATCH_PENDING
@@ -1228,6 +1226,9 @@ cdef int _send_held_writes(object transport) except -1:
     except BaseException as exc:
         (<SocketTransport>transport)._fatal_error(exc, 'Fatal write error on socket transport')
         return 0
+
+
+set_write_flusher(_send_held_writes)
 
 
 cdef void _sendmsg_once(int fd, list queue, Py_ssize_t head) noexcept:

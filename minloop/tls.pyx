@@ -49,8 +49,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.ref cimport PyObject, Py_XDECREF
 
 from .flow_control cimport water_marks
-from .includes cimport PyBytes_FromStringAndSize_raw, XT_GUARD_THREADS
-from .loop cimport LoopCore, check_loop_thread
+from .includes cimport PyBytes_FromStringAndSize_raw
+from .loop cimport check_loop_thread
 from .transport_bases cimport BufferedProtocolBase, TLSTransportBase
 
 
@@ -840,15 +840,6 @@ cdef class SSLProtocol(BufferedProtocolBase):
 # The application's transport
 
 
-cdef inline int _check_thread(object loop) except -1:
-    """loop.check_loop_thread() for this layer's own state, whose loop is
-    any object (only minloop's loops are checked).  XT_GUARD_THREADS first,
-    so that a GIL build makes no isinstance() call either."""
-    if XT_GUARD_THREADS and isinstance(loop, LoopCore):
-        check_loop_thread(<LoopCore>loop)
-    return 0
-
-
 @cython.final
 @cython.nonecheck(True)   # _ssl_protocol is None after a second close()
 cdef class SSLProtocolTransport(TLSTransportBase):
@@ -876,7 +867,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._get_extra_info(name, default)
 
     def set_protocol(self, protocol):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._set_app_protocol(protocol)
 
     def get_protocol(self):
@@ -888,7 +879,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._closed
 
     def close(self):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         if not self._closed:
             self._closed = True
             self._ssl_protocol._start_shutdown()
@@ -904,15 +895,15 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return not self._ssl_protocol._app_reading_paused
 
     def pause_reading(self):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._app_reading_paused = True
 
     def resume_reading(self):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._resume_reading()
 
     def set_write_buffer_limits(self, high=None, low=None):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._set_write_buffer_limits(high, low)
         self._ssl_protocol._control_app_writing()
 
@@ -924,7 +915,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._get_write_buffer_size()
 
     def set_read_buffer_limits(self, high=None, low=None):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._set_read_buffer_limits(high, low)
         self._ssl_protocol._control_ssl_reading()
 
@@ -941,7 +932,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return self._ssl_protocol._app_writing_paused
 
     def write(self, data):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data: expecting a bytes-like instance, "
                             f"got {type(data).__name__}")
@@ -950,7 +941,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         self._ssl_protocol._write_appdata((data,))
 
     def writelines(self, list_of_data):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._ssl_protocol._write_appdata(list_of_data)
 
     def write_eof(self):
@@ -960,7 +951,7 @@ cdef class SSLProtocolTransport(TLSTransportBase):
         return False
 
     def abort(self):
-        _check_thread(self._loop)
+        check_loop_thread(self._loop)
         self._force_close(None)
 
     def _force_close(self, exc):

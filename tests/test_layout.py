@@ -146,12 +146,7 @@ def _absolute_imports(text):
 # Cycles known and being broken elsewhere, each by the set of files its
 # message names.  Nothing else may be here for long: the check exists so that
 # the layers are a stack.
-CYCLES_BEING_BROKEN = {
-    # issue 44, removed when the core branch merges: loop.pyx cimports
-    # fd_owners.pxd (own_fd, TransportMap), whose inline functions cimport
-    # loop.pxd (LoopCore).
-    frozenset({"minloop/loop.pyx", "minloop/fd_owners.pxd"}),
-}
+CYCLES_BEING_BROKEN = set()
 
 
 def unit_of(name):
