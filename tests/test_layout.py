@@ -581,7 +581,7 @@ def test_finds_what_it_checks():
     assert "__init__.py" in uses_of("bench/report.py")             # from .. import name
     assert {"loop.pyx", "sock_ops.pyx", "fd_table.c", "bench/rows.py"} <= source_files()
     assert "loop.c" not in source_files()                          # Cython's output
-    assert "fd_owners.pyx" in uses_of("loop.pyx")                  # from .x import, in a function
+    assert "top_tasks.py" in uses_of("top.py")                     # from . import x, in a function
     assert "bench/runner.py" in uses_of("bench/options.py")
     assert _absolute_imports("def f():\n    from minloop.bench import cli\n") == {"bench/cli.py"}
     assert _absolute_imports('"""from minloop import loop"""') == set()  # a docstring
