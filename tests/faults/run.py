@@ -234,7 +234,7 @@ def main(argv=None):
     ap.add_argument("--probability", type=float, default=0.01)
     ap.add_argument("--transient", action="store_true",
                     help="inject only EINTR/EAGAIN and short reads/writes: every stream must arrive whole")
-    ap.add_argument("--epoll-ctl", action="store_true", help="fail epoll_ctl too (ENOMEM, ENOSPC)")
+    ap.add_argument("--epoll-ctl", action="store_true", help="fail epoll_ctl(EPOLL_CTL_ADD) too (ENOMEM, ENOSPC): the only op that allocates")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each round's connections")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds without progress that make a hang")
