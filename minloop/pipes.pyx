@@ -126,11 +126,9 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
         self._fileno = fileno
         self._pipe = pipe
         loop.call_soon(protocol.connection_made, self)
-        # Reading starts only once connection_made() has run.
-        loop.call_soon(self._start_reading)
-        if waiter is not None:
-            # The waiter too is woken only after connection_made().
-            loop.call_soon(_set_result_unless_cancelled, waiter, None)
+        # Reading starts only once connection_made() has run, and the
+        # waiter is woken after that.
+        loop.call_soon(self._start_reading, waiter)
 
     def __repr__(self):
         return _repr(self, self._pipe, self._closing, self._fileno,
@@ -173,15 +171,23 @@ cdef class ReadPipeTransport(ReadPipeTransportBase):
                                       self._read_ready, (), None)
             log_reading(self, self._core, "%r resumes reading")
 
-    def _start_reading(self):
-        """The first _add_reader(), after connection_made().  If the pipe
-        cannot be watched (epoll_ctl() ENOMEM), the transport ends with that
-        error: asyncio reports it to the exception handler and leaves the
-        pipe open and never read, a hang for its reader (docs/faults.md)."""
+    def _start_reading(self, waiter):
+        """The first _add_reader(), after connection_made(); then the
+        waiter.  If the pipe cannot be watched (epoll_ctl() ENOMEM), the
+        transport ends with that error and the waiter raises it, so
+        connect_read_pipe() does: asyncio reports it to the exception handler
+        and leaves the pipe open and never read, a hang for its reader
+        (docs/faults.md).  (Woken as usual, connect_read_pipe() would read
+        the closed pipe's fileno() for its debug log.)"""
         try:
             self._add_reader(self._fileno, self._read_ready)
         except OSError as exc:
             self._fatal_error(exc, 'Fatal error: the pipe cannot be watched for reading')
+            if waiter is not None and not waiter.cancelled():
+                waiter.set_exception(exc)
+            return
+        if waiter is not None:
+            _set_result_unless_cancelled(waiter, None)
 
     def _add_reader(self, fd, callback):
         # Scheduled by __init__: pause_reading() or close() may have come
