@@ -98,6 +98,16 @@ def test_arming_the_writer_fails_after_a_partial_send(kind):
     assert out.stdout.splitlines()[0] == "OSError 12"
 
 
+# How the children below end: main() run, then what reached the exception
+# handler, each exception's type and errno.
+REPORTED = textwrap.dedent("""
+    reports = []
+    loop.set_exception_handler(lambda lp, ctx: reports.append(
+        (type(ctx.get("exception")).__name__, getattr(ctx.get("exception"), "errno", None))))
+    loop.run_until_complete(main())
+    print(reports)
+""")
+
 START_CHILD = PRELUDE + textwrap.dedent("""
 
     async def main():
@@ -123,12 +133,7 @@ START_CHILD = PRELUDE + textwrap.dedent("""
             transport.close()
         b.close()
 
-    reports = []
-    loop.set_exception_handler(lambda lp, ctx: reports.append(
-        (type(ctx.get("exception")).__name__, getattr(ctx.get("exception"), "errno", None))))
-    loop.run_until_complete(main())
-    print(reports)
-""")
+""") + REPORTED
 
 
 @pytest.mark.parametrize("kind", ["minloop", "asyncio"])
@@ -186,12 +191,7 @@ WATCH_CHILD = PRELUDE + textwrap.dedent("""
         if sys.argv[2] == "pipe":
             os.close(w)
 
-    reports = []
-    loop.set_exception_handler(lambda lp, ctx: reports.append(
-        (type(ctx.get("exception")).__name__, getattr(ctx.get("exception"), "errno", None))))
-    loop.run_until_complete(main())
-    print(reports)
-""")
+""") + REPORTED
 
 
 @pytest.mark.parametrize("what", ["pipe", "udp"])
