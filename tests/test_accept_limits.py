@@ -44,7 +44,10 @@ def _fill_fd_table():
 
 
 def test_emfile_pauses_accepting_then_resumes(loop, loop_kind, monkeypatch):
-    monkeypatch.setattr(asyncio.constants, "ACCEPT_RETRY_DELAY", 0.2)
+    # Longer than the 0.15 s of sleeps below with the descriptors full, by a
+    # margin a slow build needs (ASan: at 0.2 s asyncio's loop retried twice
+    # with the table still full).
+    monkeypatch.setattr(asyncio.constants, "ACCEPT_RETRY_DELAY", 1.0)
     Counting.made = 0
     reports = []
     loop.set_exception_handler(lambda lp, ctx: reports.append(ctx))
