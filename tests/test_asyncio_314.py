@@ -38,6 +38,8 @@ CREATE_TASK_PASSES_KWARGS = "name" not in _create_task_parameters
 # create_task() takes keywords besides name= and context= (3.13.4, gh-133745).
 CREATE_TASK_TAKES_KWARGS = any(p.kind is inspect.Parameter.VAR_KEYWORD
                                for p in _create_task_parameters.values())
+# create_task() takes context= (3.11).
+CREATE_TASK_TAKES_CONTEXT = CREATE_TASK_TAKES_KWARGS or "context" in _create_task_parameters
 # The eager factories take eager_start=False (3.14).
 EAGER_FACTORY_TAKES_EAGER_START = hasattr(asyncio, "create_eager_task_factory") and (
     "eager_start" in inspect.signature(asyncio.create_eager_task_factory(asyncio.Task)).parameters)
@@ -70,9 +72,12 @@ def recording_factory(seen):
 def keywords_the_factory_sees(kwargs):
     """asyncio's create_task(): from 3.14 the factory gets every keyword; before,
     create_task() kept name= (set_name() on the task), passed context= and,
-    from 3.13.4, the other keywords; before 3.13.4 those were a TypeError."""
+    from 3.13.4, the other keywords; before 3.13.4 those were a TypeError,
+    and before 3.11 context= too."""
     if CREATE_TASK_PASSES_KWARGS:
         return sorted(kwargs)
+    if not CREATE_TASK_TAKES_CONTEXT and "context" in kwargs:
+        return "TypeError"
     if not CREATE_TASK_TAKES_KWARGS and set(kwargs) - {"name", "context"}:
         return "TypeError"
     return sorted(k for k in kwargs if k != "name")
