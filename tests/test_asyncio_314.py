@@ -43,6 +43,25 @@ CREATE_TASK_TAKES_CONTEXT = CREATE_TASK_TAKES_KWARGS or "context" in _create_tas
 # The eager factories take eager_start=False (3.14).
 EAGER_FACTORY_TAKES_EAGER_START = hasattr(asyncio, "create_eager_task_factory") and (
     "eager_start" in inspect.signature(asyncio.create_eager_task_factory(asyncio.Task)).parameters)
+def _asyncio_names_factory_tasks_none():
+    """3.13.0's create_task() called set_name(name) on a task factory's task
+    even without name=, naming it 'None' (later releases leave the factory's
+    name); minloop's loop keeps the Task-N name there."""
+    lp = asyncio.new_event_loop()
+    try:
+        lp.set_task_factory(lambda loop, coro, **kw: asyncio.Task(coro, loop=loop, **kw))
+
+        async def nothing():
+            pass
+
+        task = lp.create_task(nothing())
+        lp.run_until_complete(task)
+        return task.get_name() == "None"
+    finally:
+        lp.close()
+
+
+ASYNCIO_NAMES_FACTORY_TASKS_NONE = _asyncio_names_factory_tasks_none()
 # Runner.run() takes any awaitable (3.14); before, a ValueError.
 RUNNER_RUNS_AWAITABLES = sys.version_info >= (3, 14)
 
@@ -87,7 +106,8 @@ def keywords_the_factory_sees(kwargs):
     {}, {"name": "named"}, {"context": "copy"}, {"name": "named", "context": "copy"},
     {"custom": 1}, {"eager_start": False},
 ], ids=repr)
-def test_create_task_hands_its_keywords_to_the_factory_as_asyncio_does(loop_factory, kwargs):
+def test_create_task_hands_its_keywords_to_the_factory_as_asyncio_does(loop_factory, loop_kind,
+                                                                       kwargs):
     def scenario(lp):
         seen = []
         lp.set_task_factory(recording_factory(seen))
@@ -118,6 +138,8 @@ def test_create_task_hands_its_keywords_to_the_factory_as_asyncio_does(loop_fact
         assert seen == [expected]           # the factory called once, with these
         if "name" in kwargs:
             assert name == "named"
+        elif loop_kind == "asyncio" and ASYNCIO_NAMES_FACTORY_TASKS_NONE:
+            assert name == "None"
         else:
             assert re.fullmatch(r"Task-\d+", name)
 
