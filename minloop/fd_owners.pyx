@@ -9,7 +9,7 @@ _ensure_fd_no_transport() check over it.  base_events.Loop binds both."""
 from collections.abc import MutableMapping as _MutableMapping
 
 from .includes cimport fdt_owner, fdt_size
-from .loop cimport LoopCore, check_loop_thread
+from .loop cimport LoopCore, check_loop_thread, fileobj_fd
 from .fd_owners cimport other_transports, transport_of, forget_owner
 
 
@@ -81,14 +81,7 @@ def _ensure_fd_no_transport(self, fd):
     be a transport's (unless that one is closing).  Loop's method; a
     subclass may replace it (then add_reader() and the sock_* methods call
     the subclass's: sock_ops.pyx)."""
-    fileno = fd
-    if not isinstance(fileno, int):
-        try:
-            fileno = int(fileno.fileno())
-        except (AttributeError, TypeError, ValueError):
-            # This code matches selectors._fileobj_to_fd function.
-            raise ValueError(f"Invalid file object: {fd!r}") from None
-    transport = transport_of(<LoopCore?>self, fileno)
+    transport = transport_of(<LoopCore?>self, fileobj_fd(fd))
     if transport is not None and not transport.is_closing():
         raise RuntimeError(
             f'File descriptor {fd!r} is used by transport '

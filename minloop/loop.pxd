@@ -168,6 +168,18 @@ cdef class LoopCore:
     cdef void _clear_fd_table(self)
 
 
+cdef inline object fileobj_fd(object fileobj):
+    """fileobj's fd: an int as it is, else int(fileobj.fileno()); the
+    ValueError of selectors._fileobj_to_fd (asyncio's) for anything else.
+    (The fd-taking entries' and fd_owners.pyx's _ensure_fd_no_transport's.)"""
+    if isinstance(fileobj, int):
+        return fileobj
+    try:
+        return int(fileobj.fileno())
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError(f"Invalid file object: {fileobj!r}") from None
+
+
 # The thread check: asyncio's _check_thread(), which its loop makes in debug
 # mode, and on a free-threaded build also the guard of the entries that
 # reach loop-thread-only C state (the fd table, the transports' write

@@ -121,17 +121,6 @@ def _build_flags():
             'libkqueue': bool(MINLOOP_BUILD_LIBKQUEUE)}
 
 
-cdef object _fileno(object fileobj):
-    """fileobj's fd: an int as it is, else int(fileobj.fileno()); the
-    ValueError of selectors._fileobj_to_fd (asyncio's) for anything else."""
-    if isinstance(fileobj, int):
-        return fileobj
-    try:
-        return int(fileobj.fileno())
-    except (AttributeError, TypeError, ValueError):
-        raise ValueError(f"Invalid file object: {fileobj!r}") from None
-
-
 cdef inline _raise_errno(int neg_errno):
     raise os_error(-neg_errno)
 
@@ -1198,7 +1187,7 @@ cdef class LoopCore:
                 <object>writer if writer != NULL else None)
 
     cdef int _fileobj_to_fd(self, object fileobj) except -1:
-        cdef object fd = _fileno(fileobj)
+        cdef object fd = fileobj_fd(fileobj)
         if fd < 0:
             raise ValueError(f"Invalid file descriptor: {fd}")
         return fd

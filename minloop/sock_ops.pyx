@@ -152,7 +152,7 @@ cdef inline int _plain_fd(object sock) except -3:
 
 cdef inline object _sock_fileno(object sock):
     """sock.fileno() of a socket object (-1 once closed), read from the
-    object where that is the same.  Not loop.pyx's _fileno(), which takes
+    object where that is the same.  Not loop.pxd's fileobj_fd(), which takes
     an int or any object with fileno() and raises asyncio's ValueError."""
     if _layout_known and type(sock) is _socket_type:
         return (<minloop_socket_head *><PyObject *>sock).sock_fd
