@@ -464,12 +464,8 @@ def _loop_labels(pid):
 def _tasks(pid):
     """--tasks: the tasks' table once (minloop/top_tasks.py)."""
     from . import top_tasks
-    if top_tasks.AVAILABLE and os.path.exists(f"/proc/{pid}"):
-        labels = _loop_labels(pid)
-    else:
-        labels = {}
     try:
-        return top_tasks.run(pid, sys.stdout, labels)
+        return top_tasks.run(pid, sys.stdout, _loop_labels)
     except top_tasks.TasksError as exc:
         raise TopError(str(exc)) from None
 

@@ -100,14 +100,16 @@ class TasksError(Exception):
     """Why a process's tasks cannot be shown (top.py prints it, as its own)."""
 
 
-def run(pid, out, loops):
+def run(pid, out, loop_labels):
     """Print the table once (status 0), or say why not (TasksError).
-    loops: {thread id: loop label} of the process's minloop loops, which
-    top.py finds (this module stays below top.py, which imports it)."""
+    loop_labels(pid): {thread id: loop label} of the process's minloop
+    loops, which top.py finds (this module stays below top.py, which
+    imports it); asked once the process is known to be there."""
     if not AVAILABLE:
         raise NotImplementedError(UNAVAILABLE)
     if not os.path.exists(f"/proc/{pid}"):
         raise TasksError(f"no process with pid {pid}")
+    loops = loop_labels(pid)
     try:
         rows = tasks(pid)
     except PermissionError:

@@ -36,6 +36,7 @@ from . import loops, procs, report, runner, rows as rows_module
 # here it is re-exported, the name the scripts in benchmarks/ import.
 from .settings import CHILD_TIMEOUT, Settings  # noqa: F401
 
+
 @dataclass(frozen=True)
 class Profile:
     """Rounds and network windows (seconds) when the options do not say."""
